@@ -1,0 +1,126 @@
+"""The `dlab` command: params docs and profiles, calibration, cache import, queries, run comparison."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from delegation_lab.config import deep_merge, load_params, parse_params, read_yaml
+from delegation_lab.errors import ConfigError, InputError
+
+app = typer.Typer(help="delegation-lab: cost-aware delegation experiments.", no_args_is_help=True)
+params_app = typer.Typer(help="Inspect and apply params.yaml profiles and docs.", no_args_is_help=True)
+app.add_typer(params_app, name="params")
+
+PROFILES_DIR = Path("profiles")
+
+
+def fail(message: str, code: int = 1) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+@params_app.command("check")
+def params_check(path: Path = Path("params.yaml")) -> None:
+    """Validate a params file; exit 2 naming every bad key."""
+    try:
+        load_params(path)
+    except ConfigError as e:
+        fail(str(e), 2)
+    typer.echo(f"{path}: ok")
+
+
+@params_app.command("docs")
+def params_docs(
+    out: Annotated[Path, typer.Option(help="write the table here")] = Path("docs/params.md"),
+    check: Annotated[bool, typer.Option(help="only check that `out` is current")] = False,
+) -> None:
+    """Render every params key with its type, default and description (docs/params.md)."""
+    from delegation_lab.params_docs import render_params_docs
+
+    text = render_params_docs()
+    if check:
+        if not out.exists() or out.read_text() != text:
+            fail(f"{out} is stale; run `dlab params docs`", 1)
+        typer.echo(f"{out}: current")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    typer.echo(f"wrote {out}")
+
+
+@params_app.command("profile")
+def params_profile(
+    name: Annotated[str, typer.Argument(help="profile name: a file profiles/<name>.yaml")],
+    path: Path = Path("params.yaml"),
+) -> None:
+    """Overlay profiles/<name>.yaml onto params.yaml (validated first, then written atomically)."""
+    overlay_path = PROFILES_DIR / f"{name}.yaml"
+    try:
+        base = read_yaml(path)
+        overlay = read_yaml(overlay_path)
+        if not isinstance(overlay, dict):
+            raise ConfigError(str(overlay_path), ["(top level): expected a mapping of sections"])
+        merged = deep_merge(base, overlay)
+        parse_params(merged, f"{path} + {overlay_path}")
+    except ConfigError as e:
+        fail(str(e), 2)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"# profile `{name}` applied from {overlay_path}\n" + yaml.safe_dump(merged, sort_keys=False))
+    tmp.replace(path)
+    typer.echo(f"applied profile {name} to {path}")
+
+
+@app.command("calibrate")
+def calibrate(
+    targets: Annotated[list[str], typer.Argument(help="SOLVER=ACCURACY pairs, e.g. A=0.967 B=0.845")],
+    items: Annotated[Path, typer.Option(help="items whose difficulties define the mix")] = Path("data/items/ability.parquet"),
+    params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
+) -> None:
+    """Print the simulated `skill` that gives each solver its target accuracy on these difficulties."""
+    import polars as pl
+
+    from delegation_lab.solvers.simulated import calibrate_skill
+
+    params = load_params(params_path)
+    if not items.exists():
+        fail(f"{items}: not found; run `dvc repro prepare` first")
+    difficulties = pl.read_parquet(items)["difficulty"].to_numpy()
+    for pair in targets:
+        name, _, value = pair.partition("=")
+        solver = params.solvers.get(name)
+        if solver is None or solver.simulated is None:
+            fail(f"{name}: not a simulated solver in {params_path}")
+        skill = calibrate_skill(float(value), difficulties, solver.simulated.difficulty_slope)
+        typer.echo(f"solvers.{name}.simulated.skill: {skill:.4f}   # target {float(value):.3f}")
+
+
+@app.command("import")
+def import_cache(
+    path: Annotated[Path, typer.Argument(help="cache file to import")],
+    format: Annotated[str, typer.Option(help="routellm_csv | routerbench_pickle | llmrouterbench_json | parquet")] = "routellm_csv",
+    model: Annotated[str, typer.Option(help="model name inside the cache")] = ...,
+    solver: Annotated[str, typer.Option(help="solver name to import the answers as")] = ...,
+    items_dir: Annotated[Path, typer.Option(help="folder of items/{split}.parquet to match against")] = Path("data/items"),
+    out: Annotated[Path | None, typer.Option(help="answers file to write; default data/answers/<solver>.parquet")] = None,
+) -> None:
+    """Import another benchmark's answers as a solver's cache, matching items by question text."""
+    from delegation_lab.solvers.replay import import_cache_cli
+
+    try:
+        report = import_cache_cli(path, format, model, solver, items_dir, out)
+    except (InputError, FileNotFoundError) as e:
+        fail(f"error: {e}")
+    typer.echo(report)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app(prog_name="dlab")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The item record, stable ids, and the seeded split into ability / train / test."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+from delegation_lab.errors import InputError
+from delegation_lab.tables import ITEMS_SCHEMA, conform
+
+
+class Item(BaseModel):
+    """One benchmark question as every solver and study sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    split: str
+    question: str
+    gold: str | None
+    choices: list[str] | None = None
+    difficulty: int = 1
+    domain: str = ""
+    source: str = ""
+    source_id: str = ""
+    program: str | None = None  # JSON list of solution steps, when the source has them
+
+    def steps(self) -> list[dict]:
+        return json.loads(self.program) if self.program else []
+
+
+def make_item_id(dataset: str, source_id: str) -> str:
+    """Short stable hash of (dataset, source id)."""
+    return hashlib.sha256(f"{dataset}\x1f{source_id}".encode()).hexdigest()[:16]
+
+
+def items_frame(items: list[Item]) -> pl.DataFrame:
+    rows = [item.model_dump() for item in items]
+    df = pl.DataFrame(rows, schema=ITEMS_SCHEMA) if rows else pl.DataFrame(schema=ITEMS_SCHEMA)
+    return conform(df, ITEMS_SCHEMA, "items")
+
+
+def items_from_frame(df: pl.DataFrame) -> list[Item]:
+    return [Item(**row) for row in df.select(list(ITEMS_SCHEMA)).iter_rows(named=True)]
+
+
+class SplitError(InputError):
+    pass
+
+
+def take_splits(
+    pool: list[Item],
+    test_pool: list[Item] | None,
+    ability_size: int,
+    train_size: int | None,
+    test_size: int | None,
+    seed: int,
+    source: str,
+) -> list[Item]:
+    """Carve ability + train from `pool` and test from `test_pool` (or from `pool` when it is None).
+
+    Seeded permutation: the same seed and sources give the same items in the same splits.
+    """
+    rng = np.random.default_rng(seed)
+    order = [pool[i] for i in rng.permutation(len(pool))]
+    if test_pool is None:
+        if test_size is None:
+            raise SplitError(f"{source}: has no official test split, so data.test_size must be a number")
+        test, order = order[:test_size], order[test_size:]
+        if len(test) < test_size:
+            raise SplitError(f"{source}: {len(pool)} items cannot give test_size={test_size}")
+    else:
+        test = list(test_pool)
+        if test_size is not None:
+            if test_size > len(test):
+                raise SplitError(f"{source}: test_size={test_size} but the source has {len(test)} test items")
+            test = [test[i] for i in sorted(rng.permutation(len(test))[:test_size])]
+    need_train = train_size if train_size is not None else max(len(order) - ability_size, 0)
+    if ability_size + need_train > len(order):
+        raise SplitError(
+            f"{source}: ability_size={ability_size} + train_size={train_size} = {ability_size + need_train} "
+            f"exceeds the {len(order)} non-test items available"
+        )
+    ability, train = order[:ability_size], order[ability_size : ability_size + need_train]
+    out = []
+    for split, chunk in (("ability", ability), ("train", train), ("test", test)):
+        if not chunk:
+            raise SplitError(f"{source}: split {split!r} would be empty")
+        out.extend(item.model_copy(update={"split": split}) for item in chunk)
+    return out

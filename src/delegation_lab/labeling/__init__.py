@@ -1,0 +1,43 @@
+"""Offline correctness labels: programmatic matching, an LLM judge, and their agreement report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from delegation_lab.config import LabelParams
+from delegation_lab.data.items import Item
+from delegation_lab.labeling.agreement import agreement_report
+from delegation_lab.labeling.judge import run_judge, sample_for_judge
+from delegation_lab.labeling.matchers import match_frame
+from delegation_lab.solvers.cache import AnswerCache, CacheRun
+from delegation_lab.tables import LABELS_SCHEMA, conform
+
+__all__ = ["build_labels"]
+
+
+def build_labels(
+    answers: pl.DataFrame, items_df: pl.DataFrame, items: dict[str, Item], params: LabelParams,
+    judge_cache: AnswerCache, progress: bool = True,
+) -> tuple[pl.DataFrame, dict[str, Any], CacheRun]:
+    """One label per (solver, item) of `answers`, plus the judge agreement report."""
+    matched = match_frame(answers, items_df, params.numeric_tolerance)
+    to_judge = sample_for_judge(matched, params.judge, judge_all=params.method == "judge")
+    verdicts, run = run_judge(to_judge, items, params.judge, judge_cache, progress)
+    labels = matched.join(verdicts, on=["solver", "item_id"], how="left")
+    chosen = "judge_verdict" if params.method == "judge" else "programmatic"
+    labels = labels.with_columns(
+        pl.when(pl.col("gold").is_null()).then(pl.col("imported")).otherwise(pl.col(chosen)).alias("correct"),
+        pl.when(pl.col("gold").is_null()).then(pl.lit("imported")).otherwise(pl.lit(params.method)).alias("method"),
+        pl.when(pl.col("judge_verdict").is_not_null()).then(pl.lit(params.judge.solver.model)).alias("judge_model"),
+    )
+    unlabeled = labels.filter(pl.col("correct").is_null())
+    if unlabeled.height:
+        example = unlabeled.row(0, named=True)
+        raise ValueError(
+            f"{unlabeled.height} answers get no label (e.g. solver {example['solver']}, item {example['item_id']}): "
+            "the item has no gold and the cache brought no correctness, or the judge gave no verdict"
+        )
+    labels = conform(labels, LABELS_SCHEMA, "labels").select(list(LABELS_SCHEMA))
+    return labels, agreement_report(labels), run

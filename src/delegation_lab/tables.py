@@ -1,0 +1,181 @@
+"""The data contracts of DESIGN.md: where each table lives, its columns, and atomic writes.
+
+Every Parquet file is written to `*.tmp` then moved into place with `os.replace`, so a reader
+never sees a half-written table and a crash leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+SPLITS = ("ability", "train", "test")
+
+ITEMS_SCHEMA: dict[str, pl.DataType] = {
+    "item_id": pl.String,
+    "split": pl.String,
+    "question": pl.String,
+    "gold": pl.String,
+    "choices": pl.List(pl.String),
+    "difficulty": pl.Int64,
+    "domain": pl.String,
+    "source": pl.String,
+    "source_id": pl.String,
+    "program": pl.String,  # JSON list of steps (arith, gsm8k) or null
+}
+
+ANSWERS_SCHEMA: dict[str, pl.DataType] = {
+    "solver": pl.String,
+    "item_id": pl.String,
+    "request_hash": pl.String,
+    "role": pl.String,
+    "backend": pl.String,
+    "model": pl.String,
+    "answer_text": pl.String,
+    "parsed_answer": pl.String,
+    "tokens_in": pl.Int64,
+    "tokens_out": pl.Int64,
+    "cost_usd": pl.Float64,
+    "latency_s": pl.Float64,
+    "error": pl.String,
+    "created_at": pl.Datetime("us", "UTC"),
+    "extra": pl.String,  # JSON: backend-specific facts (imported correctness, estimated tokens, ...)
+}
+
+LABELS_SCHEMA: dict[str, pl.DataType] = {
+    "solver": pl.String,
+    "item_id": pl.String,
+    "request_hash": pl.String,
+    "correct": pl.Boolean,
+    "method": pl.String,  # programmatic | judge | imported
+    "programmatic": pl.Boolean,  # exact match against gold (null when gold is unknown)
+    "judge_verdict": pl.Boolean,  # null when this answer was not judged
+    "judge_model": pl.String,
+    "judge_tokens": pl.Int64,
+}
+
+ABILITY_MAP_SCHEMA: dict[str, pl.DataType] = {
+    "solver": pl.String,
+    "bucket": pl.Int64,  # lower edge of the difficulty bucket
+    "bucket_label": pl.String,
+    "n": pl.Int64,
+    "successes": pl.Int64,
+    "success_rate": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "mean_cost_usd": pl.Float64,
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Default paths of every table, relative to a project root."""
+
+    root: Path = Path(".")
+
+    def items(self, split: str) -> Path:
+        return self.root / "data" / "items" / f"{split}.parquet"
+
+    def answers(self, solver: str) -> Path:
+        return self.root / "data" / "answers" / f"{solver}.parquet"
+
+    def journal(self, cache_name: str) -> Path:
+        return self.root / "data" / ".journal" / cache_name
+
+    def judge_answers(self) -> Path:
+        return self.root / "data" / "judge" / "judge.parquet"
+
+    @property
+    def labels(self) -> Path:
+        return self.root / "data" / "labels.parquet"
+
+    @property
+    def ability_map(self) -> Path:
+        return self.root / "data" / "ability_map.parquet"
+
+    def metrics(self, name: str) -> Path:
+        return self.root / "metrics" / f"{name}.json"
+
+    def plots(self, study: str) -> Path:
+        return self.root / "plots" / study
+
+
+def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.DataFrame:
+    """Check every contract column is present with a castable type; order columns as the contract."""
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise ValueError(f"{table}: missing column(s) {missing}; the contract needs {list(schema)}")
+    try:
+        head = [pl.col(c).cast(t, strict=True) for c, t in schema.items()]
+    except Exception as e:  # pragma: no cover - cast builds lazily
+        raise ValueError(f"{table}: {e}") from e
+    extra = [c for c in df.columns if c not in schema]
+    try:
+        return df.select(head + [pl.col(c) for c in extra])
+    except pl.exceptions.PolarsError as e:
+        raise ValueError(f"{table}: a column has the wrong type: {e}") from e
+
+
+def write_parquet_atomic(df: pl.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    df.write_parquet(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def write_json_atomic(obj: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def write_csv_atomic(df: pl.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    df.write_csv(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def read_table(path: Path, what: str) -> pl.DataFrame:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: {what} not found; run `dvc repro` up to the stage that writes it")
+    return pl.read_parquet(path)
+
+
+def read_items(layout: Layout, splits: tuple[str, ...] = SPLITS) -> pl.DataFrame:
+    return pl.concat([read_table(layout.items(s), f"{s} items") for s in splits], how="vertical")
+
+
+def read_labeled_answers(layout: Layout) -> pl.DataFrame:
+    """Every labeled answer with its item fields: the table studies and baselines read.
+
+    Labels name the request_hash they graded, so only the answers of the current prompts and
+    settings are joined, never stale rows kept in the cache.
+    """
+    labels = read_table(layout.labels, "labels")
+    answers = pl.concat(
+        [read_table(layout.answers(s), f"answers of solver {s}") for s in labels["solver"].unique().sort()],
+        how="vertical_relaxed",
+    ).select("solver", "item_id", "request_hash", "parsed_answer", "tokens_in", "tokens_out", "cost_usd", "latency_s")
+    items = read_items(layout).select("item_id", "split", "difficulty", "domain", "gold")
+    return (
+        labels.select("solver", "item_id", "request_hash", "correct", "method")
+        .join(answers, on=["solver", "item_id", "request_hash"], how="inner")
+        .join(items, on="item_id", how="inner")
+        .sort(["split", "item_id", "solver"])
+    )

@@ -1,0 +1,226 @@
+"""The one MLflow wrapper every stage uses.
+
+One experiment per study; one parent run per stage invocation, tagged with the git commit,
+`DVC_EXP_NAME`, the stage name and a hash of its params section; one child run per
+method x seed with its params, per-episode metrics (`log_batch` with `step`), final metrics and
+artifacts. With tracking disabled every call is a no-op, so stage code never branches on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from delegation_lab.config import TrackingParams
+from delegation_lab.hashing import stable_hash
+
+EXPS_TMP = os.sep + os.path.join(".dvc", "tmp", "exps") + os.sep
+MAX_BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The repository root, also from inside a `dvc exp run --temp/--queue` copy (.dvc/tmp/exps/...)."""
+    path = Path(os.environ.get("DVC_ROOT") or start or Path.cwd()).resolve()
+    text = str(path)
+    if EXPS_TMP in text:
+        return Path(text.split(EXPS_TMP, 1)[0])
+    return path
+
+
+def resolve_uri(uri: str, root: Path | None = None) -> str:
+    """Make a relative sqlite / file URI absolute against the repository root."""
+    root = root or project_root()
+    for scheme in ("sqlite:///", "file://"):
+        if uri.startswith(scheme):
+            rest = uri[len(scheme) :]
+            if rest and not rest.startswith("/"):
+                return scheme + str((root / rest).resolve())
+    if "://" not in uri and not uri.startswith("/"):
+        return str((root / uri).resolve())
+    return uri
+
+
+def git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}, the form MLflow params and metrics take."""
+    if hasattr(obj, "model_dump"):
+        obj = obj.model_dump()
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: obj}
+
+
+class Run:
+    """A parent or child MLflow run (or a no-op stand-in when tracking is off)."""
+
+    def __init__(self, client: Any, run_id: str | None, experiment_id: str | None):
+        self.client = client
+        self.run_id = run_id
+        self.experiment_id = experiment_id
+
+    @property
+    def active(self) -> bool:
+        return self.client is not None and self.run_id is not None
+
+    def log_params(self, params: Mapping[str, Any] | Any) -> None:
+        if not self.active:
+            return
+        from mlflow.entities import Param
+
+        flat = flatten(params)
+        items = [Param(k, json.dumps(v) if isinstance(v, list | dict) else str(v)[:6000]) for k, v in flat.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def log_metrics(self, metrics: Mapping[str, float | int | None], step: int = 0) -> None:
+        if not self.active:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in flatten(metrics).items() if _is_number(v)]
+        for i in range(0, len(items), MAX_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
+
+    def log_series(self, series: Mapping[str, Sequence[float]], start_step: int = 0) -> None:
+        """Per-episode curves: each key's values logged with step = start_step + index, batched."""
+        if not self.active:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [
+            Metric(key, float(v), now, start_step + i)
+            for key, values in series.items()
+            for i, v in enumerate(values)
+            if _is_number(v)
+        ]
+        for i in range(0, len(items), MAX_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        if not self.active:
+            return
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items() if v is not None])
+
+    def log_artifact(self, path: Path | str, artifact_path: str | None = None) -> None:
+        if self.active and Path(path).exists():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_artifacts(self, folder: Path | str, artifact_path: str | None = None) -> None:
+        if self.active and Path(folder).is_dir():
+            self.client.log_artifacts(self.run_id, str(folder), artifact_path)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # drops NaN
+
+
+class StageRun(Run):
+    """The parent run of one stage invocation; children are method x seed runs."""
+
+    def __init__(self, client: Any, run_id: str | None, experiment_id: str | None, stage: str):
+        super().__init__(client, run_id, experiment_id)
+        self.stage = stage
+
+    @contextmanager
+    def child(self, method: str, seed: int | None = None, params: Mapping[str, Any] | Any = None, **tags: Any) -> Iterator[Run]:
+        if not self.active:
+            yield Run(None, None, None)
+            return
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+        name = method if seed is None else f"{method}/seed={seed}"
+        run_tags = {MLFLOW_PARENT_RUN_ID: self.run_id, MLFLOW_RUN_NAME: name, "method": method, "stage": self.stage}
+        if seed is not None:
+            run_tags["seed"] = str(seed)
+        run_tags.update({k: str(v) for k, v in tags.items()})
+        info = self.client.create_run(self.experiment_id, tags=run_tags, run_name=name)
+        child = Run(self.client, info.info.run_id, self.experiment_id)
+        if params is not None:
+            child.log_params(params)
+        status = "FAILED"
+        try:
+            yield child
+            status = "FINISHED"
+        finally:
+            self.client.set_terminated(child.run_id, status=status)
+
+
+class Tracker:
+    def __init__(self, params: TrackingParams, root: Path | None = None):
+        self.params = params
+        self.root = project_root(root)
+        self.uri = resolve_uri(params.uri, self.root)
+        self._client = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None and self.params.enabled:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+    def experiment_id(self, study: str) -> str:
+        """Get or create the study's experiment; a concurrent creator is tolerated."""
+        from mlflow.exceptions import MlflowException
+
+        client = self.client
+        found = client.get_experiment_by_name(study)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return client.create_experiment(study)
+        except MlflowException:
+            found = client.get_experiment_by_name(study)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    @contextmanager
+    def stage_run(self, study: str, stage: str, params_section: Any = None) -> Iterator[StageRun]:
+        if not self.params.enabled:
+            yield StageRun(None, None, None, stage)
+            return
+        from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NAME
+
+        section = params_section.model_dump() if hasattr(params_section, "model_dump") else (params_section or {})
+        exp_id = self.experiment_id(study)
+        tags = {
+            MLFLOW_RUN_NAME: stage,
+            "stage": stage,
+            "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
+            "params_hash": stable_hash(section, 16),
+        }
+        commit = git_commit(self.root)
+        if commit:
+            tags[MLFLOW_GIT_COMMIT] = commit
+        info = self.client.create_run(exp_id, tags=tags, run_name=stage)
+        run = StageRun(self.client, info.info.run_id, exp_id, stage)
+        if section:
+            run.log_params(section)
+        status = "FAILED"
+        try:
+            yield run
+            status = "FINISHED"
+        finally:
+            self.client.set_terminated(run.run_id, status=status)

@@ -1,0 +1,36 @@
+"""Stage `ability_map`: success rate (Wilson interval) and mean cost per solver x difficulty bucket,
+from the ability split only."""
+
+import polars as pl
+
+from delegation_lab.ability import build_ability_map
+from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.tables import read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
+
+
+def ability_map(ctx: StageContext) -> None:
+    """Build data/ability_map.parquet, its metrics and its plot data."""
+    labeled = read_labeled_answers(ctx.layout).filter(pl.col("split") == "ability")
+    table = build_ability_map(labeled, ctx.params.ability_map)
+    write_parquet_atomic(table, ctx.layout.ability_map)
+    metrics = {
+        solver: {
+            "n": int(g["n"].sum()),
+            "success_rate": round(float(g["successes"].sum() / g["n"].sum()), 6),
+            "by_bucket": {r["bucket_label"]: round(r["success_rate"], 4) for r in g.iter_rows(named=True)},
+        }
+        for (solver,), g in table.group_by("solver", maintain_order=True)
+    }
+    write_json_atomic(metrics, ctx.layout.metrics("ability_map"))
+    write_csv_atomic(
+        table.select("solver", "bucket", "bucket_label", "success_rate", "ci_low", "ci_high", "mean_cost_usd", "n"),
+        ctx.layout.plots("ability_map") / "success_rate.csv",
+    )
+    with ctx.tracker.stage_run("data", "ability_map", ctx.params.ability_map) as run:
+        run.log_metrics({s: {"success_rate": m["success_rate"]} for s, m in metrics.items()})
+        run.log_artifact(ctx.layout.ability_map)
+    print("ability_map: " + ", ".join(f"{s} {m['success_rate']:.3f}" for s, m in metrics.items()))
+
+
+if __name__ == "__main__":
+    run_stage("ability_map", ability_map)

@@ -1,0 +1,53 @@
+"""Stage `solve@<solver>`: answer every item once with one solver, through the resumable cache."""
+
+import argparse
+
+from delegation_lab.data.items import items_from_frame
+from delegation_lab.errors import InputError
+from delegation_lab.solvers import build_solver
+from delegation_lab.solvers.cache import AnswerCache
+from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.tables import read_items, write_json_atomic
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--solver", required=True, help="solver name (a key of params.yaml `solvers`)")
+    parser.add_argument("--retry-errors", action="store_true", help="send cached error rows to the backend again")
+
+
+def solve(ctx: StageContext) -> None:
+    """Fill the answer cache of one solver for every item of every split."""
+    name = ctx.args.solver
+    if name not in ctx.params.solvers:
+        raise InputError(f"--solver {name!r} is not in params.yaml solvers (have: {', '.join(ctx.params.solvers)})")
+    params = ctx.params.solvers[name]
+    items = items_from_frame(read_items(ctx.layout))
+    solver = build_solver(name, params)
+    cache = AnswerCache(ctx.layout.answers(name), ctx.layout.journal(name))
+    requests = [solver.request(item) for item in items]
+    run = cache.fill(solver, requests, retry_errors=ctx.args.retry_errors, batch_size=params.batch_size, progress=ctx.progress)
+    stats = {
+        "solver": name,
+        "backend": params.backend,
+        "model": params.model,
+        "requested": run.requested,
+        "cached": run.cached,
+        "backend_calls": run.backend_calls,
+        "errors": run.errors,
+        "cost_usd_this_run": round(run.cost_usd, 6),
+        "seconds": round(run.seconds, 3),
+        "items_per_s": round(run.backend_calls / run.seconds, 1) if run.seconds else None,
+    }
+    write_json_atomic(stats, ctx.layout.root / "metrics" / "solve_runs" / f"{name}.json")
+    with ctx.tracker.stage_run("data", f"solve@{name}", params) as mlrun:
+        mlrun.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
+    print(
+        f"solve@{name}: {run.backend_calls} sent to {params.backend}, {run.cached} already cached, "
+        f"{run.errors} errors, ${run.cost_usd:.4f} spent"
+    )
+    if run.errors:
+        print(f"solve@{name}: {run.errors} error rows kept; rerun with --retry-errors. e.g. {run.error_examples[:2]}")
+
+
+if __name__ == "__main__":
+    run_stage("solve", solve, arguments)
