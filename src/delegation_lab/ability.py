@@ -22,7 +22,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # clamp: at p = 0 or 1 the bound equals p up to rounding, and must never exclude p
+    return max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p))
 
 
 def bucket_of(difficulty: np.ndarray | list[int], edges: list[int] | None) -> np.ndarray:

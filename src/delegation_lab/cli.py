@@ -101,18 +101,17 @@ def calibrate(
 
 @app.command("import")
 def import_cache(
-    path: Annotated[Path, typer.Argument(help="cache file to import")],
+    path: Annotated[Path, typer.Argument(help="cache file to inspect")],
     format: Annotated[str, typer.Option(help="routellm_csv | routerbench_pickle | llmrouterbench_json | parquet")] = "routellm_csv",
-    model: Annotated[str, typer.Option(help="model name inside the cache")] = ...,
-    solver: Annotated[str, typer.Option(help="solver name to import the answers as")] = ...,
-    items_dir: Annotated[Path, typer.Option(help="folder of items/{split}.parquet to match against")] = Path("data/items"),
-    out: Annotated[Path | None, typer.Option(help="answers file to write; default data/answers/<solver>.parquet")] = None,
+    items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Path("data/items"),
 ) -> None:
-    """Import another benchmark's answers as a solver's cache, matching items by question text."""
-    from delegation_lab.solvers.replay import import_cache_cli
+    """Inspect another benchmark's answer cache: its models, how many rows match our items by
+    question text (unmatched counted, with examples), each model's imported accuracy, and the
+    params.yaml `solvers` entries that replay it (then `dvc repro` imports it through solve@<name>)."""
+    from delegation_lab.solvers.replay import import_report
 
     try:
-        report = import_cache_cli(path, format, model, solver, items_dir, out)
+        report = import_report(path, format, items_dir)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report)

@@ -281,6 +281,8 @@ class JudgeParams(ParamsModel):
 class LabelParams(ParamsModel):
     method: Literal["programmatic", "judge"] = "programmatic"
     """Which verdict becomes `correct`: exact matching against gold, or the judge."""
+    use_imported: bool = True
+    """When a replayed answer brings its cache's own correctness label, keep it (method `imported`)."""
     numeric_tolerance: float = Field(1e-6, ge=0)
     """Relative tolerance when matching numeric answers."""
     judge: JudgeParams

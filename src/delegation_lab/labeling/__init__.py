@@ -8,7 +8,7 @@ import polars as pl
 
 from delegation_lab.config import LabelParams
 from delegation_lab.data.items import Item
-from delegation_lab.labeling.agreement import agreement_report
+from delegation_lab.labeling.agreement import agreement_report, imported_agreement
 from delegation_lab.labeling.judge import run_judge, sample_for_judge
 from delegation_lab.labeling.matchers import match_frame
 from delegation_lab.solvers.cache import AnswerCache, CacheRun
@@ -27,9 +27,10 @@ def build_labels(
     verdicts, run = run_judge(to_judge, items, params.judge, judge_cache, progress)
     labels = matched.join(verdicts, on=["solver", "item_id"], how="left")
     chosen = "judge_verdict" if params.method == "judge" else "programmatic"
+    take_imported = pl.col("imported").is_not_null() & (pl.lit(params.use_imported) | pl.col("gold").is_null())
     labels = labels.with_columns(
-        pl.when(pl.col("gold").is_null()).then(pl.col("imported")).otherwise(pl.col(chosen)).alias("correct"),
-        pl.when(pl.col("gold").is_null()).then(pl.lit("imported")).otherwise(pl.lit(params.method)).alias("method"),
+        pl.when(take_imported).then(pl.col("imported")).otherwise(pl.col(chosen)).alias("correct"),
+        pl.when(take_imported).then(pl.lit("imported")).otherwise(pl.lit(params.method)).alias("method"),
         pl.when(pl.col("judge_verdict").is_not_null()).then(pl.lit(params.judge.solver.model)).alias("judge_model"),
     )
     unlabeled = labels.filter(pl.col("correct").is_null())
@@ -39,5 +40,7 @@ def build_labels(
             f"{unlabeled.height} answers get no label (e.g. solver {example['solver']}, item {example['item_id']}): "
             "the item has no gold and the cache brought no correctness, or the judge gave no verdict"
         )
+    report = agreement_report(labels)
+    report["imported_vs_programmatic"] = imported_agreement(labels)
     labels = conform(labels, LABELS_SCHEMA, "labels").select(list(LABELS_SCHEMA))
-    return labels, agreement_report(labels), run
+    return labels, report, run

@@ -30,3 +30,17 @@ def agreement_report(labels: pl.DataFrame, examples: int = 5) -> dict[str, Any]:
         "solver", "item_id", "programmatic", "judge_verdict"
     ).to_dicts()
     return report
+
+
+def imported_agreement(labels: pl.DataFrame) -> dict[str, Any]:
+    """Where a replayed cache brought labels and gold is known: how often our relabel agrees."""
+    both = labels.filter(pl.col("imported").is_not_null() & pl.col("programmatic").is_not_null())
+    out: dict[str, Any] = {}
+    for (solver,), g in both.group_by("solver", maintain_order=True):
+        out[str(solver)] = {
+            "n": g.height,
+            "agreement": float((g["imported"] == g["programmatic"]).mean()),
+            "imported_true_programmatic_false": int((g["imported"] & ~g["programmatic"]).sum()),
+            "imported_false_programmatic_true": int((~g["imported"] & g["programmatic"]).sum()),
+        }
+    return out

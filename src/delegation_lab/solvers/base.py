@@ -38,6 +38,7 @@ class Generation(BaseModel):
     tokens_out: int = 0
     latency_s: float = 0.0
     error: str | None = None
+    cost_usd: float | None = None  # a cost the source already knows (replayed caches); else priced from tokens
     extra: dict[str, Any] = {}
 
 
@@ -119,6 +120,13 @@ class Solver:
         now = datetime.now(UTC)
         return [self._answer(r, g, now) for r, g in zip(requests, generations, strict=True)]
 
+    def _cost(self, gen: Generation) -> float:
+        if gen.error is not None:
+            return 0.0
+        if gen.cost_usd is not None:
+            return gen.cost_usd
+        return cost_usd(gen.tokens_in, gen.tokens_out, self.params.price)
+
     def _answer(self, request: Request, gen: Generation, now: datetime) -> Answer:
         template = self.template(request.role, request.item)
         parsed = template.parse(gen.text, request.item) if gen.error is None and gen.text is not None else None
@@ -133,7 +141,7 @@ class Solver:
             parsed_answer=parsed,
             tokens_in=gen.tokens_in,
             tokens_out=gen.tokens_out,
-            cost_usd=cost_usd(gen.tokens_in, gen.tokens_out, self.params.price) if gen.error is None else 0.0,
+            cost_usd=self._cost(gen),
             latency_s=gen.latency_s,
             error=gen.error,
             created_at=now,

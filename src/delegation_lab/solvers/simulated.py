@@ -63,7 +63,8 @@ class SimulatedBackend:
         self.params = params
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"solver": self.solver_name, **self.params.model_dump()}
+        # sleep_scale only slows the run down; it never changes an answer, so it stays out of the hash.
+        return {"solver": self.solver_name, **self.params.model_dump(exclude={"sleep_scale"})}
 
     # -- randomness: all draws are pure functions of (seed, item, solver) --------------------
     def _hardness(self, item: Item) -> float:

@@ -1,0 +1,146 @@
+"""Datasets and splits: the arith generator, GSM8K / AQuA-RAT / table loaders, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from delegation_lab.config import ArithParams, DataParams
+from delegation_lab.data import DataError, SplitError, arith, build_items
+from delegation_lab.data.arith import TEMPLATES, apply_step
+
+SMALL = dict(ability_size=30, train_size=60, test_size=40)
+
+
+def test_arith_has_varied_templates_and_exact_programs():
+    assert len(TEMPLATES) >= 20 and len({t.setting for t in TEMPLATES}) == len(TEMPLATES)
+    items = arith.generate(ArithParams(), 400, seed=3)
+    for item in items:
+        steps = item.steps()
+        assert steps[0]["op"] == "start" and len(steps) - 1 == item.difficulty
+        value = steps[0]["value"]
+        for step in steps[1:]:
+            value = apply_step(step["op"], value, step["arg"])
+            assert value == step["result"] and value >= 0 and float(value).is_integer()
+        assert item.gold == str(int(value))
+    assert {i.difficulty for i in items} == set(range(1, 9))
+    assert len({i.domain for i in items}) >= 20
+    assert len({i.question for i in items}) == len(items)
+
+
+def test_arith_is_deterministic_and_prefix_stable():
+    a = arith.generate(ArithParams(), 50, seed=7)
+    b = arith.generate(ArithParams(), 80, seed=7)
+    assert [i.model_dump() for i in a] == [i.model_dump() for i in b[:50]]
+    assert arith.generate(ArithParams(), 5, seed=8)[0].question != a[0].question
+
+
+def test_arith_balanced_difficulty_and_weights():
+    items = arith.generate(ArithParams(min_steps=2, max_steps=5), 400, seed=0)
+    counts = {d: sum(i.difficulty == d for i in items) for d in range(2, 6)}
+    assert counts == {2: 100, 3: 100, 4: 100, 5: 100}
+    heavy = arith.generate(ArithParams(min_steps=1, max_steps=2, step_weights=[0.0, 1.0]), 50, seed=0)
+    assert {i.difficulty for i in heavy} == {2}
+    with pytest.raises(ValueError, match="step_weights"):
+        ArithParams(min_steps=1, max_steps=3, step_weights=[1.0])
+
+
+def test_build_items_default_sizes_and_disjoint_splits():
+    items = build_items(DataParams())
+    by_split = {s: [i for i in items if i.split == s] for s in ("ability", "train", "test")}
+    assert {s: len(v) for s, v in by_split.items()} == {"ability": 1000, "train": 6473, "test": 1319}
+    ids = [i.item_id for i in items]
+    assert len(set(ids)) == len(ids)
+
+
+def write_jsonl(path: Path, rows: list, broken_line: int | None = None) -> Path:
+    lines = [json.dumps(r) for r in rows]
+    if broken_line is not None:
+        lines[broken_line - 1] = lines[broken_line - 1][:-3]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def gsm_rows(n: int) -> list[dict]:
+    return [
+        {"question": f"Tom has {k} apples and buys 2 more. How many?", "answer": f"{k}+2=<<{k}+2={k + 2}>>{k + 2}\n#### {k + 2}"}
+        for k in range(n)
+    ]
+
+
+def test_gsm8k_loader_on_local_files(tmp_path: Path):
+    write_jsonl(tmp_path / "train.jsonl", gsm_rows(100))
+    write_jsonl(tmp_path / "test.jsonl", gsm_rows(20))
+    params = DataParams(dataset="gsm8k", gsm8k={"path": str(tmp_path)}, **SMALL | {"test_size": None})
+    items = build_items(params)
+    test = [i for i in items if i.split == "test"]
+    assert len(test) == 20 and all(i.difficulty == 1 and i.gold == str(int(i.question.split()[2]) + 2) for i in test)
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path: Path):
+    write_jsonl(tmp_path / "train.jsonl", gsm_rows(10), broken_line=4)
+    write_jsonl(tmp_path / "test.jsonl", gsm_rows(5))
+    with pytest.raises(DataError, match=r"train\.jsonl: line 4: malformed JSON"):
+        build_items(DataParams(dataset="gsm8k", gsm8k={"path": str(tmp_path)}, **SMALL))
+
+
+def test_missing_field_and_bad_gold_are_named(tmp_path: Path):
+    rows = gsm_rows(10)
+    del rows[6]["answer"]
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    write_jsonl(tmp_path / "test.jsonl", gsm_rows(5))
+    with pytest.raises(DataError, match=r"line 7: missing field 'answer'"):
+        build_items(DataParams(dataset="gsm8k", gsm8k={"path": str(tmp_path)}, **SMALL))
+    rows = gsm_rows(10)
+    rows[2]["answer"] = "no final answer here"
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    with pytest.raises(DataError, match=r"line 3: .*####"):
+        build_items(DataParams(dataset="gsm8k", gsm8k={"path": str(tmp_path)}, **SMALL))
+
+
+def test_impossible_split_sizes_fail_with_sizes(tmp_path: Path):
+    write_jsonl(tmp_path / "train.jsonl", gsm_rows(50))
+    write_jsonl(tmp_path / "test.jsonl", gsm_rows(5))
+    with pytest.raises(SplitError, match=r"ability_size=30 \+ train_size=60 = 90 exceeds the 50"):
+        build_items(DataParams(dataset="gsm8k", gsm8k={"path": str(tmp_path)}, **SMALL | {"test_size": None}))
+    with pytest.raises(SplitError, match=r"test_size=40 but the source has 5"):
+        build_items(DataParams(dataset="gsm8k", gsm8k={"path": str(tmp_path)}, ability_size=10, train_size=10, test_size=40))
+
+
+def test_generic_jsonl_table_with_fixed_splits(tmp_path: Path):
+    rows = [{"q": f"What is {k} + {k}?", "a": 2 * k, "level": k % 3 + 1, "part": ["ability", "train", "test"][k % 3]} for k in range(30)]
+    path = write_jsonl(tmp_path / "custom.jsonl", rows)
+    params = DataParams(
+        dataset="jsonl",
+        table={"path": str(path), "fields": {"question": "q", "gold": "a", "difficulty": "level", "split": "part"}},
+    )
+    items = build_items(params)
+    assert len(items) == 30 and {i.split for i in items} == {"ability", "train", "test"}
+    assert items[5].gold == "10" and items[5].difficulty == 3
+    rows[3]["part"] = "validation"
+    write_jsonl(path, rows)
+    with pytest.raises(DataError, match="line 4: split 'validation'"):
+        build_items(params)
+
+
+def test_empty_split_is_an_error():
+    with pytest.raises(SplitError, match="train_size"):
+        build_items(DataParams(train_size=None))
+
+
+def test_gsm8k_official_files(shared_data: Path):
+    params = DataParams(dataset="gsm8k", gsm8k={"path": str(shared_data / "gsm8k")})
+    items = build_items(params)
+    counts = {s: sum(i.split == s for i in items) for s in ("ability", "train", "test")}
+    assert counts == {"ability": 1000, "train": 6473, "test": 1319}
+    first = next(i for i in items if i.source_id == "test-0")
+    assert first.gold == "18" and first.difficulty == 2  # Janet's ducks: two calculator annotations
+
+
+def test_aqua_rat_official_files(shared_data: Path):
+    params = DataParams(dataset="aqua_rat", aqua_rat={"path": str(shared_data / "aqua_rat")}, ability_size=100, train_size=None, test_size=None)
+    items = build_items(params)
+    test = [i for i in items if i.split == "test"]
+    assert len(test) == 254 and all(i.choices and len(i.choices) == 5 and i.gold in "ABCDE" for i in test)

@@ -1,0 +1,88 @@
+"""End to end: `dvc repro` of the data stages on the smoke profile in a throw-away project."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from delegation_lab.tables import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
+
+from .conftest import BIN, make_project, run
+
+DATA_STAGES = ["prepare", "solve@A", "solve@B", "solve@C", "label", "ability_map"]
+
+
+def ran(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+@pytest.fixture(scope="module")
+def repro_project(tmp_path_factory) -> tuple[Path, str]:
+    project = make_project(tmp_path_factory.mktemp("pipeline") / "p")
+    out = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
+    return project, out
+
+
+@pytest.mark.slow
+def test_repro_writes_every_contract(repro_project):
+    project, out = repro_project
+    assert ran(out) == set(DATA_STAGES)
+    for split, n in {"ability": 200, "train": 800, "test": 300}.items():
+        items = pl.read_parquet(project / "data" / "items" / f"{split}.parquet")
+        assert items.height == n and list(items.columns) == list(ITEMS_SCHEMA)
+    for solver in "ABC":
+        answers = pl.read_parquet(project / "data" / "answers" / f"{solver}.parquet")
+        assert answers.height == 1300 and list(answers.columns) == list(ANSWERS_SCHEMA)
+    labels = pl.read_parquet(project / "data" / "labels.parquet")
+    assert labels.height == 3900 and list(labels.columns) == list(LABELS_SCHEMA)
+    assert labels["judge_verdict"].is_not_null().sum() == 3 * 60  # the agreement sample
+    amap = pl.read_parquet(project / "data" / "ability_map.parquet")
+    assert list(amap.columns) == list(ABILITY_MAP_SCHEMA)
+    assert ((amap["ci_low"] <= amap["success_rate"]) & (amap["success_rate"] <= amap["ci_high"])).all()
+    assert amap.group_by("solver").agg(pl.col("n").sum())["n"].to_list() == [200, 200, 200]
+
+    solve = json.loads((project / "metrics" / "solve.json").read_text())
+    for solver in "ABC":
+        assert set(solve[solver]) >= {"accuracy", "n_items", "cost_usd", "tokens_in", "tokens_out", "backend_calls"}
+        assert solve[solver]["backend_calls"] == 1300 and solve[solver]["n_items"] == 1300
+    assert solve["A"]["accuracy"] > solve["B"]["accuracy"] > solve["C"]["accuracy"]
+    assert solve["A"]["cost_usd"] > solve["B"]["cost_usd"] > solve["C"]["cost_usd"]
+    labels_metrics = json.loads((project / "metrics" / "labels.json").read_text())
+    assert labels_metrics["agreement"]["all"]["n"] == 180 and labels_metrics["agreement"]["all"]["agreement"] > 0.9
+    assert (project / "plots" / "ability_map" / "success_rate.csv").exists()
+
+
+@pytest.mark.slow
+def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(repro_project):
+    project, _ = repro_project
+    again = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
+    assert ran(again) == set()
+    assert "up to date" in again
+
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw["solvers"]["B"]["simulated"]["tokens_out_base"] = 160
+    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    changed = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
+    assert ran(changed) == {"solve@B", "label", "ability_map"}
+    runs = {s: json.loads((project / "metrics" / "solve_runs" / f"{s}.json").read_text()) for s in "AB"}
+    assert runs["B"]["backend_calls"] == 1300  # the changed settings are new requests
+    answers_b = pl.read_parquet(project / "data" / "answers" / "B.parquet")
+    assert answers_b.height == 2600  # the old answers stay cached under their own request hash
+    labels = pl.read_parquet(project / "data" / "labels.parquet")
+    assert labels.height == 3900  # labels grade only the current answers
+
+
+@pytest.mark.slow
+def test_label_stage_refuses_an_incomplete_cache(repro_project, tmp_path):
+    project, _ = repro_project
+    answers = pl.read_parquet(project / "data" / "answers" / "C.parquet")
+    answers.head(100).write_parquet(project / "data" / "answers" / "C.parquet")
+    proc = run([str(BIN / "python"), "stages/label.py"], project, check=False)
+    assert proc.returncode == 1
+    assert "items have no answer for the current settings of solver C" in proc.stderr
+    assert "dvc repro solve@C" in proc.stderr
