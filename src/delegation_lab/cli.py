@@ -117,6 +117,74 @@ def import_cache(
     typer.echo(report)
 
 
+@app.command("query")
+def query(
+    sql: Annotated[str, typer.Argument(help="one read-only SQL statement over the views")],
+    format: Annotated[str, typer.Option(help="table | csv | json")] = "table",
+    root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
+    limit: Annotated[int, typer.Option(help="rows to print in table format")] = 50,
+) -> None:
+    """Query items, answers, labels, ability_map, trajectories, summaries and frontier with DuckDB
+    (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
+    import polars as pl
+
+    from delegation_lab.store import run_query
+    from delegation_lab.tables import Layout
+
+    try:
+        frame = run_query(Layout(root), sql)
+    except InputError as e:
+        fail(f"error: {e}", 2)
+    if format == "csv":
+        typer.echo(frame.write_csv(), nl=False)
+    elif format == "json":
+        typer.echo(frame.write_json())
+    elif format == "table":
+        with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+            typer.echo(frame)
+    else:
+        fail(f"--format must be table, csv or json (got {format!r})", 2)
+
+
+runs_app = typer.Typer(help="Compare MLflow runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("compare")
+def runs_compare(
+    study: Annotated[str, typer.Option(help="MLflow experiment (one per study)")],
+    metric: Annotated[list[str] | None, typer.Option(help="metric(s) to show; default all")] = None,
+    format: Annotated[str, typer.Option(help="markdown | csv | json")] = "markdown",
+    out: Annotated[Path | None, typer.Option(help="write here instead of printing")] = None,
+    params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
+) -> None:
+    """Methods x metrics, mean and std over seeds, from the study's latest stage run."""
+    from delegation_lab.runs import compare_runs, format_table
+    from delegation_lab.tracking import resolve_uri
+
+    try:
+        uri = resolve_uri(load_params(params_path).tracking.uri, params_path.resolve().parent)
+        table = format_table(compare_runs(uri, study, metric), format)
+    except ConfigError as e:
+        fail(str(e), 2)
+    except InputError as e:
+        fail(f"error: {e}", 1)
+    if out:
+        out.write_text(table)
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(table, nl=False)
+
+
+@app.command("dashboard")
+def dashboard(port: int = 8501) -> None:
+    """Start the Streamlit dashboard (dashboards/app.py) on localhost."""
+    import subprocess
+
+    raise typer.Exit(subprocess.call([sys.executable, "-m", "streamlit", "run", "dashboards/app.py",
+                                      "--server.port", str(port), "--server.address", "127.0.0.1"]))
+
+
 def main() -> None:  # pragma: no cover - console entry
     app(prog_name="dlab")
 

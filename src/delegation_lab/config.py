@@ -310,6 +310,28 @@ class TrackingParams(ParamsModel):
     """Log runs to MLflow (false: stages still write every file output)."""
 
 
+class CascadeNoise(ParamsModel):
+    false_positive_rate: float = Field(0.02, ge=0, le=1)
+    """Probability the cascade's judge calls a wrong answer correct (it then stops too early)."""
+    false_negative_rate: float = Field(0.03, ge=0, le=1)
+    """Probability the cascade's judge calls a right answer wrong (it then escalates needlessly)."""
+    seeds: int = Field(5, ge=1)
+    """Judge-noise draws per cascade (mean and spread reported)."""
+    seed: int = 0
+    """Base seed of the judge-noise draws."""
+
+
+class FrontierParams(ParamsModel):
+    split: Literal["ability", "train", "test"] = "test"
+    """Split every point of the frontier is measured on (held-out items)."""
+    mixture_points: int = Field(9, ge=0)
+    """Random-mixture operating points between each pair of solvers (p = 1/(k+1) ... k/(k+1))."""
+    cascade: CascadeNoise = CascadeNoise()
+    """Cheap-to-expensive cascades that escalate when a noisy judge calls an answer wrong."""
+    cpt_levels: list[float] = [0.5, 0.8]
+    """PGR levels for RouteLLM's call-performance thresholds CPT(x)."""
+
+
 # --------------------------------------------------------------------------------------------
 # root
 
@@ -325,6 +347,8 @@ class Params(ParamsModel):
     """Per-solver success by difficulty bucket (stage `ability_map`)."""
     tracking: TrackingParams = TrackingParams()
     """MLflow tracking."""
+    frontier: FrontierParams = FrontierParams()
+    """The shared cost-accuracy frontier (stage `frontier`)."""
 
     @field_validator("solvers")
     @classmethod

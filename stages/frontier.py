@@ -1,0 +1,53 @@
+"""Stage `frontier`: every study's summary rows plus solver-only baselines and the oracle on one
+cost-accuracy frontier (results/frontier.parquet, metrics/frontier.json, plots/frontier/)."""
+
+from pathlib import Path
+
+import polars as pl
+
+from delegation_lab.frontier import build_frontier
+from delegation_lab.frontier_plot import plot_frontier
+from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.store import SUMMARY_SCHEMA, frontier_path
+from delegation_lab.tables import read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
+
+
+def read_summaries(folder: Path) -> pl.DataFrame:
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        return pl.DataFrame(schema=SUMMARY_SCHEMA)
+    return pl.concat([pl.read_parquet(f).select(list(SUMMARY_SCHEMA)) for f in files], how="vertical_relaxed")
+
+
+def frontier(ctx: StageContext) -> None:
+    """Build the frontier on the held-out split."""
+    params = ctx.params.frontier
+    labeled = read_labeled_answers(ctx.layout).filter(pl.col("split") == params.split)
+    summaries = read_summaries(ctx.layout.root / "results" / "summaries")
+    table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset)
+    write_parquet_atomic(table, frontier_path(ctx.layout))
+    metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(), **metrics}
+    write_json_atomic(metrics, ctx.layout.metrics("frontier"))
+    plots = ctx.layout.plots("frontier")
+    write_csv_atomic(
+        table.select("method", "operating_point", "study", "kind", "cost_per_item_usd", "accuracy", "on_pareto"),
+        plots / "frontier.csv",
+    )
+    plot_frontier(table, plots / "frontier.png", title=f"{ctx.params.data.dataset}: cost vs accuracy on {params.split}")
+    with ctx.tracker.stage_run("frontier", "frontier", params) as run:
+        run.log_metrics({"oracle": metrics["oracle"], **{
+            k.replace(":", "_").replace(">", "-").replace("+", "_"): {m: v for m, v in d.items() if isinstance(v, float)}
+            for k, d in metrics["methods"].items()
+        }})
+        run.log_artifact(plots / "frontier.png")
+        run.log_artifact(frontier_path(ctx.layout))
+    best = max(metrics["methods"].items(), key=lambda kv: kv[1]["aiq"] if kv[1]["kind"] != "oracle" else -1)
+    print(
+        f"frontier: {table.height} points, {int(table['on_pareto'].sum())} on the Pareto front; "
+        f"oracle {metrics['oracle']['accuracy']:.3f} at ${metrics['oracle']['cost_per_item_usd']:.5f}/item; "
+        f"best AIQ {best[0]} ({best[1]['aiq']:.3f})"
+    )
+
+
+if __name__ == "__main__":
+    run_stage("frontier", frontier)
