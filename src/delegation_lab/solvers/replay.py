@@ -1,0 +1,709 @@
+"""The `replay` backend: answers imported from another benchmark's cache, so every policy can run on
+real model outputs without calling a model.
+
+Each cache layout is read into one normalised polars frame (`CACHE_COLUMNS`, plus extra columns a
+source has, such as RouterBench's `eval_name`), one row per (question, model). Items find their row
+by `normalise_question(question)`. A cache file is read and indexed once per process, keyed by its
+path, size and modification time, so an edited file is read again.
+
+Supported layouts (`format`):
+- `routellm_csv`: columns `prompt`, then per model `<model>` (correct: True/False) and
+  `<model>_response` (RouteLLM's `gsm8k_responses.csv`).
+- `routerbench_pickle`: a pandas DataFrame pickle with `sample_id`, `prompt`, `eval_name` and per
+  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Only open
+  pickles you trust: unpickling runs code.
+- `llmrouterbench_json`: a JSON list, JSON lines, or an object holding a list of records with
+  `index`, `origin_query`, `prediction`, `ground_truth`, `score`, `prompt_tokens`,
+  `completion_tokens`, `cost` and `model` / `model_name` (else the file stem names the model).
+- `parquet`: our own answers table (tables.ANSWERS_SCHEMA) with a `question` (or `prompt`) column
+  joined in; correctness from `imported_correct` / `correct` columns or the `extra` JSON.
+
+A score that is not a boolean counts as correct when it is >= 0.5 (`SCORE_THRESHOLD`); the raw
+score is kept in a `score` column.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+import re
+import textwrap
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from delegation_lab.config import Price, ReplayParams
+from delegation_lab.errors import InputError
+from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
+
+FORMATS = ("routellm_csv", "routerbench_pickle", "llmrouterbench_json", "parquet")
+
+CACHE_COLUMNS: dict[str, pl.DataType] = {
+    "source_index": pl.String,
+    "prompt": pl.String,
+    "model": pl.String,
+    "response": pl.String,
+    "correct": pl.Boolean,
+    "tokens_in": pl.Int64,
+    "tokens_out": pl.Int64,
+    "cost_usd": pl.Float64,
+}
+
+SCORE_THRESHOLD = 0.5
+"""A float score (RouterBench, LLMRouterBench) at or above this counts as a correct answer."""
+
+
+class ReplayError(InputError):
+    """A cache file that cannot be replayed; the message names the file, the key and what exists."""
+
+
+# ------------------------------------------------------------------------------- question keys
+
+_QUOTES = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'", "`": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u00ab": '"', "\u00bb": '"',
+})
+
+
+def normalise_question(text: str) -> str:
+    """The key items and cache rows are matched by: NFKC, straight quotes, lowercase, single spaces."""
+    text = unicodedata.normalize("NFKC", text or "").translate(_QUOTES)
+    return " ".join(text.lower().split())
+
+
+# ------------------------------------------------------------------------------------- readers
+
+
+def _columns_hint(columns: list[str], limit: int = 30) -> str:
+    shown = ", ".join(repr(c) for c in columns[:limit])
+    more = f", ... ({len(columns) - limit} more)" if len(columns) > limit else ""
+    return f"[{shown}{more}]"
+
+
+def _missing(path: Path, what: str, missing: str, have: list[str], fix: str = "") -> ReplayError:
+    return ReplayError(f"{path}: {what} has no column {missing!r} (columns: {_columns_hint(have)}){fix}")
+
+
+def _text(value: Any) -> str | None:
+    """A cell as text: None / NaN -> None; a list of strings (RouterBench) -> joined paragraphs."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        parts = [p for p in (_text(v) for v in value) if p is not None]
+        return "\n\n".join(parts)
+    if hasattr(value, "tolist") and not isinstance(value, str):  # numpy arrays
+        return _text(value.tolist())
+    return str(value)
+
+
+def _unwrap_list_text(text: str | None) -> str | None:
+    """RouterBench stores some prompts as the string form of a Python list: "['...']"."""
+    if text is None:
+        return None
+    s = text.strip()
+    if s.startswith("[") and s.endswith("]"):
+        try:
+            value = ast.literal_eval(s)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return text
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return "\n\n".join(value)
+    return text
+
+
+_TRUE = {"true", "t", "yes", "y", "1", "1.0", "correct"}
+_FALSE = {"false", "f", "no", "n", "0", "0.0", "incorrect", "wrong"}
+
+
+def _bool_label(value: Any, path: Path, where: str) -> bool | None:
+    """True / False from a boolean-ish cell; None when empty."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        return bool(value >= SCORE_THRESHOLD)
+    s = str(value).strip().lower()
+    if not s or s in ("nan", "none", "null"):
+        return None
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    try:
+        return float(s) >= SCORE_THRESHOLD
+    except ValueError:
+        raise ReplayError(f"{path}: {where}: correctness value {value!r} is not True/False or a score") from None
+
+
+def _score(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else int(round(f))
+
+
+def _float_or_none(value: Any) -> float | None:
+    return _score(value)
+
+
+def _frame(rows: dict[str, list[Any]], extras: dict[str, list[Any]] | None = None) -> pl.DataFrame:
+    df = pl.DataFrame(rows, schema=CACHE_COLUMNS)
+    for name, values in (extras or {}).items():
+        if name in CACHE_COLUMNS:
+            continue
+        try:
+            series = pl.Series(name, values, strict=False)
+        except (TypeError, ValueError, pl.exceptions.PolarsError):
+            series = pl.Series(name, [_text(v) for v in values], dtype=pl.String)
+        if series.dtype == pl.Object:
+            series = pl.Series(name, [_text(v) for v in values], dtype=pl.String)
+        df = df.with_columns(series)
+    return df
+
+
+def read_routellm_csv(path: Path) -> pl.DataFrame:
+    """RouteLLM: `prompt` + `<model>` (True/False) + `<model>_response` per model."""
+    try:
+        raw = pl.read_csv(path, infer_schema=False)  # every cell as text; quoted newlines kept
+    except pl.exceptions.PolarsError as e:
+        raise ReplayError(f"{path}: not a readable CSV ({e})") from None
+    columns = raw.columns
+    if "prompt" not in columns:
+        raise _missing(path, "the RouteLLM CSV", "prompt", columns)
+    models = [c for c in columns if c != "prompt" and f"{c}_response" in columns]
+    if not models:
+        raise ReplayError(
+            f"{path}: the RouteLLM CSV has no model: expected a '<model>' correctness column next to a "
+            f"'<model>_response' column (columns: {_columns_hint(columns)})"
+        )
+    used = {"prompt", *models, *(f"{m}_response" for m in models)}
+    extra_cols = [c for c in columns if c not in used]
+    prompts = raw["prompt"].to_list()
+    n = raw.height
+    rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
+    extras: dict[str, list[Any]] = {c: [] for c in extra_cols}
+    for model in models:
+        labels = raw[model].to_list()
+        responses = raw[f"{model}_response"].to_list()
+        for i in range(n):
+            rows["source_index"].append(str(i))
+            rows["prompt"].append(prompts[i])
+            rows["model"].append(model)
+            rows["response"].append(responses[i])
+            rows["correct"].append(_bool_label(labels[i], path, f"row {i + 2}, column {model!r}"))
+            rows["tokens_in"].append(None)
+            rows["tokens_out"].append(None)
+            rows["cost_usd"].append(None)
+        for c in extra_cols:
+            extras[c].extend(raw[c].to_list())
+    return _frame(rows, extras)
+
+
+ROUTERBENCH_META = ("sample_id", "prompt", "eval_name", "oracle_model_to_route_to")
+
+
+def read_routerbench_pickle(path: Path) -> pl.DataFrame:
+    """RouterBench: wide pandas pickle, `<model>` score, `<model>|model_response`, `<model>|total_cost`."""
+    import pandas as pd
+
+    try:
+        raw = pd.read_pickle(path)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure is bad input
+        raise ReplayError(f"{path}: not a readable pandas pickle ({type(e).__name__}: {e})") from None
+    if not isinstance(raw, pd.DataFrame):
+        raise ReplayError(f"{path}: expected a pickled pandas DataFrame, got {type(raw).__name__}")
+    columns = [str(c) for c in raw.columns]
+    raw.columns = columns
+    if "prompt" not in columns:
+        raise _missing(path, "the RouterBench pickle", "prompt", columns)
+    models = [c for c in columns if "|" not in c and f"{c}|model_response" in columns]
+    if not models:
+        raise ReplayError(
+            f"{path}: the RouterBench pickle has no model: expected '<model>' score columns next to "
+            f"'<model>|model_response' columns (columns: {_columns_hint(columns)})"
+        )
+    model_cols = {c for m in models for c in columns if c == m or c.startswith(f"{m}|")}
+    extra_cols = [c for c in columns if c not in model_cols and c not in ("prompt", "sample_id")]
+    n = len(raw)
+    ids = [_text(v) for v in raw["sample_id"].tolist()] if "sample_id" in columns else [str(i) for i in range(n)]
+    prompts = [_unwrap_list_text(_text(v)) for v in raw["prompt"].tolist()]
+    rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
+    extras: dict[str, list[Any]] = {c: [] for c in [*extra_cols, "score"]}
+    extra_values = {c: raw[c].tolist() for c in extra_cols}
+    for model in models:
+        scores = raw[model].tolist()
+        responses = raw[f"{model}|model_response"].tolist()
+        costs = raw[f"{model}|total_cost"].tolist() if f"{model}|total_cost" in columns else [None] * n
+        for i in range(n):
+            rows["source_index"].append(ids[i] if ids[i] is not None else str(i))
+            rows["prompt"].append(prompts[i])
+            rows["model"].append(model)
+            rows["response"].append(_unwrap_list_text(_text(responses[i])))
+            rows["correct"].append(_bool_label(scores[i], path, f"row {i}, column {model!r}"))
+            rows["tokens_in"].append(None)
+            rows["tokens_out"].append(None)
+            rows["cost_usd"].append(_float_or_none(costs[i]))
+            extras["score"].append(_score(scores[i]))
+        for c in extra_cols:
+            extras[c].extend(extra_values[c])
+    return _frame(rows, extras)
+
+
+LLMROUTERBENCH_REQUIRED = ("origin_query", "prediction", "score")
+
+
+def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """Records of a JSON list / JSON lines / object holding a list; plus a file-level model name."""
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    file_model = None
+    if stripped.startswith("[") or stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None  # maybe JSON lines whose first record is an object
+        if isinstance(data, list):
+            records = data
+        elif isinstance(data, dict):
+            file_model = data.get("model") or data.get("model_name")
+            lists = [k for k in ("records", "results", "data", "samples") if isinstance(data.get(k), list)]
+            if lists:
+                records = data[lists[0]]
+            elif "origin_query" in data:
+                records = [data]
+            else:
+                raise ReplayError(
+                    f"{path}: a JSON object without a list of records (keys: {_columns_hint(sorted(data))}); "
+                    "expected a list, JSON lines, or an object with 'records'"
+                )
+        else:
+            records = None
+        if records is not None:
+            for i, r in enumerate(records):
+                if not isinstance(r, dict):
+                    raise ReplayError(f"{path}: record {i}: expected a JSON object, got {type(r).__name__}")
+            return records, file_model
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ReplayError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise ReplayError(f"{path}: line {lineno}: expected a JSON object, got {type(row).__name__}")
+        records.append(row)
+    return records, file_model
+
+
+def read_llmrouterbench_json(path: Path) -> pl.DataFrame:
+    """LLMRouterBench: records with origin_query / prediction / score / tokens / cost."""
+    records, file_model = _json_records(path)
+    if not records:
+        raise ReplayError(f"{path}: no records")
+    known = {"index", "origin_query", "prediction", "score", "prompt_tokens", "completion_tokens", "cost",
+             "model", "model_name"}
+    extra_keys: list[str] = []
+    for r in records:
+        for k in r:
+            if k not in known and k not in extra_keys:
+                extra_keys.append(k)
+    rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
+    extras: dict[str, list[Any]] = {k: [] for k in [*extra_keys, "score"]}
+    for i, r in enumerate(records):
+        for key in LLMROUTERBENCH_REQUIRED:
+            if key not in r:
+                raise ReplayError(
+                    f"{path}: record {i}: missing field {key!r} (fields: {_columns_hint(sorted(r))})"
+                )
+        model = r.get("model") or r.get("model_name") or file_model or path.stem
+        rows["source_index"].append(str(r["index"]) if r.get("index") is not None else str(i))
+        rows["prompt"].append(_text(r["origin_query"]))
+        rows["model"].append(str(model))
+        rows["response"].append(_text(r["prediction"]))
+        rows["correct"].append(_bool_label(r["score"], path, f"record {i}, field 'score'"))
+        rows["tokens_in"].append(_int_or_none(r.get("prompt_tokens")))
+        rows["tokens_out"].append(_int_or_none(r.get("completion_tokens")))
+        rows["cost_usd"].append(_float_or_none(r.get("cost")))
+        extras["score"].append(_score(r["score"]))
+        for k in extra_keys:
+            v = r.get(k)
+            extras[k].append(v if v is None or isinstance(v, (int, float, str, bool)) else json.dumps(v))
+    return _frame(rows, extras)
+
+
+def read_answers_parquet(path: Path) -> pl.DataFrame:
+    """Our own answers table with the question text joined in (column `question` or `prompt`)."""
+    try:
+        raw = pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as e:
+        raise ReplayError(f"{path}: not a readable Parquet file ({e})") from None
+    columns = raw.columns
+    prompt_col = next((c for c in ("question", "prompt") if c in columns), None)
+    if prompt_col is None:
+        raise _missing(
+            path, "the answers table", "question", columns,
+            "; join the items' question text first, e.g. dlab query \"SELECT a.*, i.question FROM answers a "
+            "JOIN items i USING (item_id)\"",
+        )
+    response_col = next((c for c in ("answer_text", "response") if c in columns), None)
+    if response_col is None:
+        raise _missing(path, "the answers table", "answer_text", columns)
+    model_col = next((c for c in ("model", "solver") if c in columns), None)
+    if model_col is None:
+        raise _missing(path, "the answers table", "model", columns)
+    if "role" in columns:
+        raw = raw.filter(pl.col("role").is_null() | (pl.col("role") == "answer"))
+    n = raw.height
+
+    def col(name: str) -> list[Any]:
+        return raw[name].to_list() if name in columns else [None] * n
+
+    extra_json = [json.loads(e) if e else {} for e in col("extra")]
+    correct_col = next((c for c in ("imported_correct", "correct") if c in columns), None)
+    labels = []
+    for i in range(n):
+        value = raw[correct_col][i] if correct_col else None
+        if value is None:
+            value = extra_json[i].get("imported_correct", extra_json[i].get("correct"))
+        labels.append(_bool_label(value, path, f"row {i}"))
+    ids = col("item_id") if "item_id" in columns else [str(i) for i in range(n)]
+    errors = col("error")
+    responses = [None if errors[i] is not None else r for i, r in enumerate(col(response_col))]
+    rows = {
+        "source_index": [str(v) for v in ids],
+        "prompt": col(prompt_col),
+        "model": [str(v) for v in raw[model_col].to_list()],
+        "response": responses,
+        "correct": labels,
+        "tokens_in": [None if errors[i] is not None else v for i, v in enumerate(col("tokens_in"))],
+        "tokens_out": [None if errors[i] is not None else v for i, v in enumerate(col("tokens_out"))],
+        "cost_usd": [None if errors[i] is not None else v for i, v in enumerate(col("cost_usd"))],
+    }
+    skip = {prompt_col, response_col, model_col, "imported_correct", "correct", "tokens_in", "tokens_out",
+            "cost_usd", "extra", "created_at", "request_hash"}
+    extras = {c: raw[c].to_list() for c in columns if c not in skip}
+    return _frame(rows, extras)
+
+
+READERS = {
+    "routellm_csv": read_routellm_csv,
+    "routerbench_pickle": read_routerbench_pickle,
+    "llmrouterbench_json": read_llmrouterbench_json,
+    "parquet": read_answers_parquet,
+}
+
+
+# ----------------------------------------------------------------------------- the loaded cache
+
+
+@dataclass
+class ModelIndex:
+    """One model's answers by question key (first row wins) and how many duplicates were skipped."""
+
+    rows: dict[str, dict[str, Any]]
+    n_rows: int
+    duplicates: int
+
+
+@dataclass
+class ReplayCache:
+    """A cache file read once: its normalised frame (with a `key` column) and per-model indexes."""
+
+    path: Path
+    format: str
+    sha256: str
+    frame: pl.DataFrame
+    _indexes: dict[str, ModelIndex] = field(default_factory=dict)
+
+    @property
+    def models(self) -> list[str]:
+        return self.frame["model"].unique(maintain_order=True).to_list()
+
+    def model_frame(self, model: str) -> pl.DataFrame:
+        """The rows of one model; for our own answers a solver name works too."""
+        rows = self.frame.filter(pl.col("model") == model)
+        if rows.height == 0 and "solver" in self.frame.columns:
+            rows = self.frame.filter(pl.col("solver") == model)
+        if rows.height == 0:
+            extra = ""
+            if "solver" in self.frame.columns:
+                extra = f" (solvers: {self.frame['solver'].unique(maintain_order=True).to_list()})"
+            raise ReplayError(
+                f"{self.path}: no model {model!r} in this {self.format} cache; models: {self.models}{extra}"
+            )
+        return rows
+
+    def index(self, model: str) -> ModelIndex:
+        if model not in self._indexes:
+            rows = self.model_frame(model)
+            first = rows.unique(subset="key", keep="first", maintain_order=True)
+            self._indexes[model] = ModelIndex(
+                rows={r["key"]: r for r in first.iter_rows(named=True)},
+                n_rows=rows.height,
+                duplicates=rows.height - first.height,
+            )
+        return self._indexes[model]
+
+
+_LOADED: dict[tuple[str, str, int, int], ReplayCache] = {}
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _stat_key(path: Path, fmt: str) -> tuple[str, str, int, int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ReplayError(f"{path}: replay cache file not found (check the `path` of the replay section)") from None
+    return (str(path.resolve()), fmt, st.st_mtime_ns, st.st_size)
+
+
+def load_cache(path: str | Path, fmt: str) -> ReplayCache:
+    """The normalised cache of a file, read once per process (again when the file changes)."""
+    path = Path(path)
+    if fmt not in READERS:
+        raise ReplayError(f"{path}: unknown replay format {fmt!r}; use one of {list(FORMATS)}")
+    key = _stat_key(path, fmt)
+    cached = _LOADED.get(key)
+    if cached is not None:
+        return cached
+    frame = READERS[fmt](path)
+    if frame.height == 0:
+        raise ReplayError(f"{path}: the {fmt} cache has no rows")
+    bad = frame.filter(pl.col("prompt").is_null())
+    if bad.height:
+        raise ReplayError(
+            f"{path}: {bad.height} row(s) have an empty prompt (e.g. source index {bad['source_index'][0]!r})"
+        )
+    distinct = frame["prompt"].unique().to_list()
+    keys = {p: normalise_question(p) for p in distinct}
+    frame = frame.with_columns(pl.col("prompt").replace_strict(keys, return_dtype=pl.String).alias("key"))
+    for old in [k for k in _LOADED if k[0] == key[0] and k[1] == fmt]:
+        del _LOADED[old]
+    cache = ReplayCache(path=path, format=fmt, sha256=file_sha256(path), frame=frame)
+    _LOADED[key] = cache
+    return cache
+
+
+def read_cache(path: str | Path, fmt: str) -> pl.DataFrame:
+    """The normalised frame of a cache file (`CACHE_COLUMNS`, extra columns, and `key`)."""
+    return load_cache(path, fmt).frame
+
+
+# ----------------------------------------------------------------------------------- backend
+
+
+class ReplayBackend:
+    """Answers each request with the cache's answer of `source_model` to the same question."""
+
+    def __init__(self, params: ReplayParams, price: Price):
+        if params is None:
+            raise ReplayError("backend is 'replay' but the solver has no `replay:` section (path, format, source_model)")
+        self.params = params
+        self.price = price
+        self.path = Path(params.path)
+
+    def cache(self) -> ReplayCache:
+        return load_cache(self.path, self.params.format)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "format": self.params.format,
+            "source_model": self.params.source_model,
+            "sha256": self.cache().sha256,
+        }
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        index = self.cache().index(self.params.source_model)
+        return [self._generation(r, index) for r in requests]
+
+    def _generation(self, request: Request, index: ModelIndex) -> Generation:
+        row = index.rows.get(normalise_question(request.item.question))
+        if row is None:
+            return Generation(text=None, error=f"no answer in replay cache {self.path} for this question")
+        extra: dict[str, Any] = {"replay_source_index": row["source_index"]}
+        if row["correct"] is not None:
+            extra["imported_correct"] = bool(row["correct"])
+        response = row["response"]
+        if response is None:
+            return Generation(
+                text=None, extra=extra,
+                error=f"replay cache {self.path} has no response of {self.params.source_model} for this question",
+            )
+        tokens_in, tokens_out = row["tokens_in"], row["tokens_out"]
+        if tokens_in is None or tokens_out is None:
+            extra["tokens_estimated"] = True
+            if tokens_in is None:
+                tokens_in = messages_tokens(request.messages)
+            if tokens_out is None:
+                tokens_out = estimate_tokens(response)
+        return Generation(
+            text=response, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
+            cost_usd=row["cost_usd"], extra=extra,
+        )
+
+
+# ------------------------------------------------------------------------------ import report
+
+
+def solver_name_for(model: str, taken: set[str]) -> str:
+    """A valid params.yaml solver name (letter first, [A-Za-z0-9_-], <= 32 chars) for a model id."""
+    base = re.sub(r"[^A-Za-z0-9_-]+", "-", model.rsplit("/", 1)[-1]).strip("-_") or "model"
+    if not base[0].isalpha():
+        base = "m-" + base
+    base = base[:32]
+    name, k = base, 2
+    while name in taken:
+        suffix = f"-{k}"
+        name, k = base[: 32 - len(suffix)] + suffix, k + 1
+    taken.add(name)
+    return name
+
+
+def _read_items_questions(items_dir: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """Counts of items per split and the normalised question -> split of every item."""
+    counts: dict[str, int] = {}
+    keys: dict[str, str] = {}
+    for split in ("ability", "train", "test"):
+        p = items_dir / f"{split}.parquet"
+        if not p.exists():
+            continue
+        df = pl.read_parquet(p, columns=["question"])
+        counts[split] = df.height
+        for q in df["question"].to_list():
+            keys.setdefault(normalise_question(q or ""), split)
+    return counts, keys
+
+
+def _short(text: str, n: int = 90) -> str:
+    return textwrap.shorten(" ".join((text or "").split()), width=n, placeholder=" …")
+
+
+def import_report(path: Path, format: str, items_dir: Path) -> str:
+    """What `dlab import` prints: models, match against our items, and a params.yaml snippet."""
+    path = Path(path)
+    cache = load_cache(path, format)
+    frame = cache.frame
+    lines = [
+        f"replay cache: {path}",
+        f"  format {format}, {frame.height} rows, {frame['key'].n_unique()} distinct questions, "
+        f"sha256 {cache.sha256[:16]}…",
+        "",
+        f"models ({len(cache.models)}):",
+    ]
+    stats: dict[str, dict[str, Any]] = {}
+    for model in cache.models:
+        idx = cache.index(model)
+        rows = cache.model_frame(model)
+        labelled = [r["correct"] for r in idx.rows.values() if r["correct"] is not None]  # as replayed
+        acc = sum(labelled) / len(labelled) if labelled else None
+        missing_tokens = int((rows["tokens_in"].is_null() | rows["tokens_out"].is_null()).sum())
+        has_cost = int(rows["cost_usd"].is_not_null().sum())
+        no_response = int(rows["response"].is_null().sum())
+        stats[model] = {"acc": acc, "has_cost": has_cost, "questions": len(idx.rows)}
+        acc_text = f"imported accuracy {acc:.1%} ({len(labelled)} labelled questions)" if acc is not None else "no labels"
+        lines.append(
+            f"  {model}: {idx.n_rows} rows, {len(idx.rows)} distinct questions, {idx.duplicates} duplicate(s) "
+            f"(first kept), {acc_text}"
+        )
+        if no_response:
+            lines.append(f"      {no_response} row(s) without a response (replayed as error rows)")
+        if missing_tokens:
+            est_in = sum(estimate_tokens(p) for p in rows["prompt"].to_list()) / rows.height
+            est_out = sum(estimate_tokens(r) for r in rows["response"].to_list()) / rows.height
+            lines.append(
+                f"      token counts missing on {missing_tokens} row(s): estimated at ~4 chars/token, "
+                f"mean ~{est_in:.0f} in (question alone; the prompt template adds some) / ~{est_out:.0f} out"
+            )
+        lines.append(
+            f"      cost: {'from the cache on ' + str(has_cost) + ' row(s)' if has_cost else 'none in the cache (priced from tokens with price)'}"
+        )
+
+    lines.append("")
+    counts, item_keys = _read_items_questions(Path(items_dir))
+    if not counts:
+        lines.append(
+            f"items: none in {items_dir} ({{ability,train,test}}.parquet); matching skipped. "
+            "Run `dvc repro prepare` first, or use `data.dataset: replay` to make the cache its own dataset."
+        )
+    else:
+        total = sum(counts.values())
+        lines.append(
+            f"items in {items_dir}: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f" ({total} in all)"
+        )
+        cache_keys = frame.select("key", "prompt").unique(subset="key", keep="first", maintain_order=True)
+        matched_mask = [k in item_keys for k in cache_keys["key"].to_list()]
+        n_matched = sum(matched_mask)
+        n_unmatched = cache_keys.height - n_matched
+        by_split: dict[str, int] = {}
+        for k, m in zip(cache_keys["key"].to_list(), matched_mask, strict=True):
+            if m:
+                by_split[item_keys[k]] = by_split.get(item_keys[k], 0) + 1
+        lines.append(
+            f"  matched: {n_matched} of {cache_keys.height} distinct cache questions "
+            f"({', '.join(f'{s} {n}' for s, n in by_split.items()) or 'none'})"
+        )
+        lines.append(f"  unmatched: {n_unmatched} cache question(s) match no item (they are not replayed)")
+        unmatched_prompts = [p for p, m in zip(cache_keys["prompt"].to_list(), matched_mask, strict=True) if not m]
+        for p in unmatched_prompts[:3]:
+            lines.append(f"    e.g. \"{_short(p)}\"")
+        for model in cache.models:
+            idx = cache.index(model)
+            covered = sum(k in idx.rows for k in item_keys)
+            lines.append(
+                f"  {model}: answers {covered} of {len(item_keys)} items; "
+                f"{len(item_keys) - covered} item(s) without an answer become error rows"
+            )
+
+    lines += ["", "params.yaml entries that replay this cache (merge into `solvers:`; set each price first):",
+              "solvers:"]
+    taken: set[str] = set()
+    for model in cache.models:
+        name = solver_name_for(model, taken)
+        s = stats[model]
+        acc = f", imported accuracy {s['acc']:.1%}" if s["acc"] is not None else ""
+        price_note = (
+            "placeholder: used only where the cache has no cost"
+            if s["has_cost"] else "placeholder: set the model's real US$ per 1M tokens"
+        )
+        lines += [
+            f"  {name}:  # {model}: answers {s['questions']} questions{acc}",
+            "    backend: replay",
+            f"    model: {json.dumps(model)}",
+            f"    price: {{input_usd_per_mtok: 0.0, output_usd_per_mtok: 0.0}}  # {price_note}",
+            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}}}",
+        ]
+    return "\n".join(lines)
