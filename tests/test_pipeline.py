@@ -14,7 +14,7 @@ from delegation_lab.tables import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHE
 
 from .conftest import BIN, make_project, run
 
-DATA_STAGES = ["prepare", "solve@A", "solve@B", "solve@C", "label", "ability_map"]
+STAGES = ["prepare", "solve@A", "solve@B", "solve@C", "label", "ability_map", "frontier"]
 
 
 def ran(output: str) -> set[str]:
@@ -24,14 +24,14 @@ def ran(output: str) -> set[str]:
 @pytest.fixture(scope="module")
 def repro_project(tmp_path_factory) -> tuple[Path, str]:
     project = make_project(tmp_path_factory.mktemp("pipeline") / "p")
-    out = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
+    out = run([str(BIN / "dvc"), "repro"], project).stdout
     return project, out
 
 
 @pytest.mark.slow
 def test_repro_writes_every_contract(repro_project):
     project, out = repro_project
-    assert ran(out) == set(DATA_STAGES)
+    assert ran(out) == set(STAGES)
     for split, n in {"ability": 200, "train": 800, "test": 300}.items():
         items = pl.read_parquet(project / "data" / "items" / f"{split}.parquet")
         assert items.height == n and list(items.columns) == list(ITEMS_SCHEMA)
@@ -56,19 +56,29 @@ def test_repro_writes_every_contract(repro_project):
     assert labels_metrics["agreement"]["all"]["n"] == 180 and labels_metrics["agreement"]["all"]["agreement"] > 0.9
     assert (project / "plots" / "ability_map" / "success_rate.csv").exists()
 
+    frontier = pl.read_parquet(project / "results" / "frontier.parquet")
+    singles = {r["method"]: r["accuracy"] for r in frontier.filter(pl.col("kind") == "single").iter_rows(named=True)}
+    test_acc = {s: solve[s]["accuracy_test"] for s in "ABC"}
+    assert singles == pytest.approx({f"always-{s}": a for s, a in test_acc.items()}, abs=1e-6)
+    oracle = frontier.filter(pl.col("kind") == "oracle").row(0, named=True)
+    assert oracle["accuracy"] >= max(test_acc.values()) and oracle["cost_per_item_usd"] < solve["A"]["cost_usd"] / 1300
+    fm = json.loads((project / "metrics" / "frontier.json").read_text())
+    assert fm["strong_solver"] == "A" and fm["weak_solver"] == "C" and set(fm["methods"]) >= {"always-A", "oracle", "cascade:C>B>A"}
+    assert (project / "plots" / "frontier" / "frontier.png").stat().st_size > 10_000
+
 
 @pytest.mark.slow
 def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(repro_project):
     project, _ = repro_project
-    again = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
+    again = run([str(BIN / "dvc"), "repro"], project).stdout
     assert ran(again) == set()
     assert "up to date" in again
 
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["solvers"]["B"]["simulated"]["tokens_out_base"] = 160
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    changed = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
-    assert ran(changed) == {"solve@B", "label", "ability_map"}
+    changed = run([str(BIN / "dvc"), "repro"], project).stdout
+    assert ran(changed) == {"solve@B", "label", "ability_map", "frontier"}
     runs = {s: json.loads((project / "metrics" / "solve_runs" / f"{s}.json").read_text()) for s in "AB"}
     assert runs["B"]["backend_calls"] == 1300  # the changed settings are new requests
     answers_b = pl.read_parquet(project / "data" / "answers" / "B.parquet")

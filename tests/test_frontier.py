@@ -1,0 +1,119 @@
+"""Frontier: baselines, oracle, Pareto marks, AIQ / APGR / CPT, and the RouteLLM reference numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from delegation_lab.config import DataParams, FrontierParams, Price, ReplayParams, SolverParams
+from delegation_lab.data import build_items
+from delegation_lab.frontier import (
+    Anchors, SolverMatrix, aiq, apgr, baseline_points, build_frontier, cascade_outcome, cpt, hull, pareto_mask,
+)
+from delegation_lab.labeling.matchers import imported_correct
+from delegation_lab.solvers import build_solver
+from delegation_lab.store import SUMMARY_SCHEMA
+
+ANCHORS = Anchors(weak_cost=1.0, weak_acc=0.5, strong_cost=3.0, strong_acc=0.9)
+
+
+def test_pareto_mask():
+    cost = np.array([1.0, 2.0, 2.0, 3.0, 0.5])
+    acc = np.array([0.6, 0.7, 0.65, 0.69, 0.6])
+    assert pareto_mask(cost, acc).tolist() == [False, True, False, False, True]
+
+
+def test_hull_is_concave_and_non_decreasing():
+    pts = [(0.0, 0.0), (1.0, 0.5), (2.0, 0.55), (3.0, 0.9), (4.0, 0.8), (2.0, 0.4)]
+    assert hull(pts) == [(0.0, 0.0), (1.0, 0.5), (3.0, 0.9)]
+
+
+def test_random_router_has_apgr_one_half_and_linear_cpt():
+    mixture = [(1.0 + 2.0 * p, 0.5 + 0.4 * p) for p in np.linspace(0, 1, 11)]
+    assert apgr(mixture, ANCHORS) == pytest.approx(0.5, abs=1e-6)
+    assert cpt(mixture, ANCHORS, 0.5) == pytest.approx(0.5, abs=1e-3)
+    assert cpt(mixture, ANCHORS, 0.8) == pytest.approx(0.8, abs=1e-3)
+
+
+def test_a_router_that_reaches_strong_quality_cheaply():
+    router = [(1.5, 0.9)]  # strong quality at a quarter of the extra cost
+    assert apgr(router, ANCHORS) == pytest.approx(1 - 0.25 / 2, abs=1e-3)
+    assert cpt(router, ANCHORS, 0.5) == pytest.approx(0.125, abs=1e-3)
+    # a point under the weak-strong line never helps: CPT falls back to the line itself
+    assert cpt([(2.0, 0.6)], ANCHORS, 0.8) == pytest.approx(0.8, abs=1e-3)
+
+
+def test_aiq_of_a_flat_method():
+    # one point at the cheapest cost: the hull is flat at its accuracy over the whole interval
+    assert aiq([(1.0, 0.7)], 1.0, 3.0) == pytest.approx(0.7, abs=1e-6)
+    # reaching the accuracy only at the top of the interval: a ramp from (0, 0)
+    assert aiq([(3.0, 0.9)], 1.0, 3.0) == pytest.approx(0.9 * (2.0 / 3.0), abs=1e-3)
+
+
+def matrix() -> SolverMatrix:
+    correct = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0]], dtype=bool)
+    cost = np.array([[3.0, 1.0, 0.1]] * 4)
+    return SolverMatrix(["A", "B", "C"], correct, cost)
+
+
+def test_oracle_and_singles():
+    points = baseline_points(matrix(), FrontierParams(mixture_points=1, cascade={"seeds": 2}))
+    oracle = points.filter(pl.col("method") == "oracle").row(0, named=True)
+    assert oracle["accuracy"] == 0.75
+    assert oracle["cost_per_item_usd"] == pytest.approx((1.0 + 3.0 + 0.1 + 0.1) / 4)  # B, A, C, cheapest on a miss
+    singles = points.filter(pl.col("kind") == "single").sort("method")
+    assert singles["accuracy"].to_list() == [0.75, 0.5, 0.25]
+    mix = points.filter(pl.col("method") == "mix:A+C").row(0, named=True)
+    assert mix["accuracy"] == pytest.approx(0.5) and mix["cost_per_item_usd"] == pytest.approx(1.55)
+
+
+def test_cascade_with_a_perfect_judge_is_the_escalation_ladder():
+    m = matrix()
+    acc, cost, calls = cascade_outcome(m, [2, 1, 0], fp=0.0, fn=0.0, rng=np.random.default_rng(0))
+    assert acc == 0.75  # every item some solver gets right is answered right
+    assert cost == pytest.approx(((0.1 + 1.0) + (0.1 + 1.0 + 3.0) + 0.1 + (0.1 + 1.0 + 3.0)) / 4)
+    assert calls == pytest.approx((2 + 3 + 1 + 3) / 4)
+    noisy = cascade_outcome(m, [2, 1, 0], fp=1.0, fn=0.0, rng=np.random.default_rng(0))
+    assert noisy[0] == 0.25 and noisy[2] == 1.0  # a judge that accepts everything stops at C
+
+
+def test_frontier_merges_study_summaries():
+    labeled = pl.DataFrame({
+        "item_id": ["a", "b", "c", "d"] * 3,
+        "solver": ["A"] * 4 + ["B"] * 4 + ["C"] * 4,
+        "correct": [True, True, True, False, True, False, True, False, False, False, True, False],
+        "cost_usd": [3.0] * 4 + [1.0] * 4 + [0.1] * 4,
+    })
+    summaries = pl.DataFrame([
+        {"study": "s", "method": "m", "seed": k, "split": "test", "operating_point": "default", "accuracy": 0.7 + 0.02 * k,
+         "cost_per_item_usd": 0.5, "calls_per_item": 1.2, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": f"r{k}"}
+        for k in range(3)
+    ], schema=SUMMARY_SCHEMA)
+    table, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
+    study = table.filter(pl.col("study") == "s").row(0, named=True)
+    assert study["n_seeds"] == 3 and study["accuracy"] == pytest.approx(0.72) and study["run_ids"] == "r0,r1,r2"
+    assert study["on_pareto"]  # 0.72 at $0.50 beats every baseline at that price
+    assert not table.filter(pl.col("kind") == "oracle")["on_pareto"].any()
+    assert metrics["weak_solver"] == "C" and metrics["strong_solver"] == "A"
+    assert metrics["methods"]["s/m"]["best_accuracy"] == pytest.approx(0.72)
+
+
+def test_routellm_gsm8k_reference_numbers(shared_data: Path):
+    """On RouteLLM's cached GSM8K answers: always-GPT-4 85.7 %, always-Mixtral 63.8 %, oracle 92.9 %."""
+    items = [i for i in build_items(DataParams(dataset="gsm8k", gsm8k={"path": str(shared_data / "gsm8k")})) if i.split == "test"]
+    rows = []
+    for name, model, price in [("mixtral", "mistralai/Mixtral-8x7B-Instruct-v0.1", (0.6, 0.6)), ("gpt4", "gpt-4-1106-preview", (10.0, 30.0))]:
+        params = SolverParams(backend="replay", model=model, price=Price(input_usd_per_mtok=price[0], output_usd_per_mtok=price[1]),
+                              replay=ReplayParams(path=str(shared_data / "routellm_gsm8k" / "gsm8k_responses.csv"), source_model=model))
+        for item, answer in zip(items, build_solver(name, params).solve(items), strict=True):
+            assert answer.error is None
+            rows.append({"item_id": item.item_id, "solver": name, "correct": imported_correct(answer.extra), "cost_usd": answer.cost_usd})
+    table, metrics = build_frontier(pl.DataFrame(rows), pl.DataFrame(schema=SUMMARY_SCHEMA), FrontierParams(), "gsm8k")
+    acc = {r["method"]: r["accuracy"] for r in table.iter_rows(named=True)}
+    assert round(acc["always-gpt4"], 3) == 0.857
+    assert round(acc["always-mixtral"], 3) == 0.638
+    assert round(acc["oracle"], 3) == 0.929
+    assert metrics["strong_solver"] == "gpt4" and metrics["weak_solver"] == "mixtral"

@@ -1,0 +1,161 @@
+"""MLflow wrapper (temporary sqlite store per test), trajectory store, summaries and `dlab query`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import mlflow
+import polars as pl
+import pytest
+
+from delegation_lab.config import TrackingParams
+from delegation_lab.errors import InputError
+from delegation_lab.runs import compare_runs
+from delegation_lab.store import TrajectoryWriter, connect, run_query, trajectories_root, write_summaries
+from delegation_lab.tables import Layout
+from delegation_lab.tracking import Tracker, project_root, resolve_uri
+
+from .conftest import BIN, run
+
+
+@pytest.fixture
+def tracker(tmp_path: Path) -> Tracker:
+    return Tracker(TrackingParams(uri="sqlite:///mlflow.db"), root=tmp_path)
+
+
+def test_uri_resolves_against_the_repo_root_also_from_dvc_exp_copies(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    assert resolve_uri("sqlite:///mlflow.db", tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    assert resolve_uri("sqlite:////abs/x.db", tmp_path) == "sqlite:////abs/x.db"
+    assert resolve_uri("http://127.0.0.1:5000", tmp_path) == "http://127.0.0.1:5000"
+    temp_copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpab12cd"
+    temp_copy.mkdir(parents=True)
+    monkeypatch.setenv("DVC_ROOT", str(temp_copy))
+    assert project_root() == tmp_path.resolve()
+
+
+def test_parent_and_child_runs_with_series(tracker: Tracker, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("DVC_EXP_NAME", "exp-1")
+    artifact = tmp_path / "plot.csv"
+    artifact.write_text("x,y\n1,2\n")
+    with tracker.stage_run("coordinator", "coordinator", {"lr": 0.001, "nested": {"a": 1}}) as stage:
+        for seed in (0, 1):
+            with stage.child("dqn_map", seed=seed, params={"hidden": 128}) as child:
+                child.log_series({"train/return": [float(seed + k) for k in range(1500)]})
+                child.log_metrics({"eval/accuracy": 0.9 + seed / 100})
+                child.log_artifact(artifact)
+        with stage.child("always_a", seed=0) as child:
+            child.log_metrics({"eval/accuracy": 0.97})
+    client = tracker.client
+    exp = client.get_experiment_by_name("coordinator")
+    runs = client.search_runs([exp.experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.data.tags["dvc_exp_name"] == "exp-1" and len(parent.data.tags["params_hash"]) == 16
+    assert parent.data.params["nested.a"] == "1" and parent.info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 3
+    child = next(r for r in children if r.data.tags.get("seed") == "1")
+    history = client.get_metric_history(child.info.run_id, "train/return")
+    assert len(history) == 1500 and history[-1].step == 1499 and history[-1].value == 1500.0
+    assert [a.path for a in client.list_artifacts(child.info.run_id)] == ["plot.csv"]
+    table = compare_runs(tracker.uri, "coordinator", ["eval/accuracy"])
+    dqn = table.filter(pl.col("method") == "dqn_map").row(0, named=True)
+    assert dqn["n_seeds"] == 2 and dqn["eval/accuracy mean"] == pytest.approx(0.905)
+    with pytest.raises(InputError, match="unknown metric"):
+        compare_runs(tracker.uri, "coordinator", ["nope"])
+
+
+def test_failed_stage_marks_runs_failed(tracker: Tracker):
+    with pytest.raises(RuntimeError):
+        with tracker.stage_run("s", "stage") as stage:
+            with stage.child("m", seed=0):
+                raise RuntimeError("boom")
+    runs = tracker.client.search_runs([tracker.experiment_id("s")])
+    assert {r.info.status for r in runs} == {"FAILED"}
+
+
+def test_experiment_creation_race(tracker: Tracker):
+    ids, errors = [], []
+
+    def create():
+        try:
+            ids.append(Tracker(tracker.params, tracker.root).experiment_id("raced"))
+        except Exception as e:  # pragma: no cover - the assertion below reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(ids)) == 1
+
+
+def test_disabled_tracking_is_a_noop(tmp_path: Path):
+    off = Tracker(TrackingParams(enabled=False), root=tmp_path)
+    with off.stage_run("s", "stage") as stage, stage.child("m", seed=0) as child:
+        child.log_series({"x": [1.0]})
+        child.log_metrics({"y": 2})
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def steps(n: int, episode: int = 0) -> list[dict]:
+    return [{"episode": episode, "step": k, "split": "train", "item_id": f"i{k}", "action": "A", "executors": ["A"],
+             "correct": k % 2 == 0, "cost_usd": 0.001, "reward": 1.0, "calls": 1, "extra": {"attempt": 1}} for k in range(n)]
+
+
+def test_trajectory_writer_partitions_and_replaces(tmp_path: Path):
+    layout = Layout(tmp_path)
+    with TrajectoryWriter(layout, "study1", flush_rows=5) as w:
+        for episode in range(3):
+            w.add("m1", 0, steps(4, episode))  # 8 rows buffered -> one part flushed, 4 left for commit
+        w.add("m1", 1, steps(3))
+        w.add("m2", 0, pl.DataFrame(steps(4)).with_columns(pl.lit('{"attempt": 1}').alias("extra")))
+    parts = sorted(p.relative_to(trajectories_root(layout)).as_posix() for p in trajectories_root(layout).rglob("*.parquet"))
+    assert parts[0] == "study=study1/method=m1/seed=0/part-00000.parquet" and len(parts) == 4
+    con = connect(layout)
+    assert con.sql("select count(*) from trajectories").fetchall() == [(19,)]
+    assert con.sql("select seed, count(*) from trajectories where method='m1' group by 1 order by 1").fetchall() == [(0, 12), (1, 3)]
+    assert con.sql("select executors[1] from trajectories limit 1").fetchall() == [("A",)]
+    with TrajectoryWriter(layout, "study1") as w:
+        w.add("m3", 0, steps(2))
+    con = connect(layout)
+    assert con.sql("select distinct method from trajectories").fetchall() == [("m3",)]  # old rows gone
+    with pytest.raises(RuntimeError):
+        with TrajectoryWriter(layout, "study1") as w:
+            w.add("m4", 0, steps(2))
+            raise RuntimeError("crash mid-study")
+    assert connect(layout).sql("select distinct method from trajectories").fetchall() == [("m3",)]  # old kept
+    assert not list(trajectories_root(layout).glob(".staging-*"))
+
+
+def test_trajectory_writer_rejects_bad_columns(tmp_path: Path):
+    with TrajectoryWriter(Layout(tmp_path), "s") as w:
+        with pytest.raises(InputError, match=r"unknown column\(s\) \['rewards'\]"):
+            w.add("m", 0, [{**steps(1)[0], "rewards": 1.0}])
+        bad = steps(1)[0]
+        del bad["calls"]
+        with pytest.raises(InputError, match=r"missing column\(s\) \['calls'\]"):
+            w.add("m", 0, [bad])
+        with pytest.raises(InputError, match="wrong type"):
+            w.add("m", 0, [{**steps(1)[0], "reward": "high"}])
+    with pytest.raises(InputError, match="cannot name a partition"):
+        TrajectoryWriter(Layout(tmp_path), "a/b")
+
+
+def test_summaries_and_query_refusals(tmp_path: Path):
+    layout = Layout(tmp_path)
+    write_summaries(layout, "s", [{"study": "s", "method": "m", "seed": 0, "split": "test", "operating_point": "default",
+                                   "accuracy": 0.9, "cost_per_item_usd": 0.001, "n_items": 10, "dataset": "arith"}])
+    assert run_query(layout, "select accuracy, return from summaries").to_dicts() == [{"accuracy": 0.9, "return": None}]
+    assert run_query(layout, "select count(*) as n from frontier")["n"][0] == 0  # missing table: an empty view
+    for bad in ["drop view summaries", "copy summaries to 'x.csv'", "select 1; select 2", "attach 'x.db'"]:
+        with pytest.raises(InputError):
+            run_query(layout, bad)
+    with pytest.raises(InputError, match="summaries of s"):
+        write_summaries(layout, "s", [{"study": "s", "method": "m"}])
+    proc = run([str(BIN / "dlab"), "query", "--root", str(tmp_path), "--format", "csv", "select method, accuracy from summaries"], tmp_path)
+    assert proc.stdout.strip().splitlines() == ["method,accuracy", "m,0.9"]
+    refused = run([str(BIN / "dlab"), "query", "--root", str(tmp_path), "delete from summaries"], tmp_path, check=False)
+    assert refused.returncode == 2 and "only read queries" in refused.stderr
