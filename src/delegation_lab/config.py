@@ -173,7 +173,7 @@ class OpenAICompatParams(ParamsModel):
     backoff_s: float = Field(0.5, gt=0)
     """First retry delay; doubles each retry (with jitter)."""
     timeout_s: float = Field(60.0, gt=0)
-    """Per-request timeout."""
+    """Timeout of each phase of a request (connect, write, wait for the first byte, read), as httpx applies it."""
 
 
 class VllmParams(ParamsModel):
