@@ -75,6 +75,9 @@ def label(ctx: StageContext) -> None:
         run.log_metrics({"labels": {k: v for k, v in agreement["all"].items()}, "solve": solve_metrics})
     for name, m in solve_metrics.items():
         print(f"label: {name}: accuracy {m['accuracy']:.3f} on {m['n_items']} items, ${m['cost_usd']:.4f}")
+        if m["errors"]:
+            print(f"label: warning: {m['errors']} answers of {name} are backend errors and count as wrong; "
+                  f"rerun `python stages/solve.py --solver {name} --retry-errors` (replayed caches: use data.dataset replay)")
     a = agreement["all"]
     if a["n"]:
         print(f"label: judge agreement {a['agreement']:.3f} on {a['n']} answers (FP {a['judge_false_positives']}, FN {a['judge_false_negatives']})")
