@@ -159,3 +159,17 @@ def test_summaries_and_query_refusals(tmp_path: Path):
     assert proc.stdout.strip().splitlines() == ["method,accuracy", "m,0.9"]
     refused = run([str(BIN / "dlab"), "query", "--root", str(tmp_path), "delete from summaries"], tmp_path, check=False)
     assert refused.returncode == 2 and "only read queries" in refused.stderr
+
+
+def test_paper_figures_pair_with_ours_and_dlab_report(tmp_path: Path):
+    from delegation_lab.paper import paper_vs_ours
+
+    metrics = {"management": {"paper": {"dqn_map": {"ret": 27.56, "note": "table 1"}}, "dqn_map": {"ret": 27.0}}}
+    rows = {r["metric"]: r for r in paper_vs_ours(metrics)}
+    assert rows["management.dqn_map.ret"]["difference"] == pytest.approx(-0.56)
+    assert rows["management.dqn_map.note"]["ours"] is None and rows["management.dqn_map.note"]["difference"] is None
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "coordinator.json").write_text(__import__("json").dumps(metrics))
+    (tmp_path / "metrics" / "solve.json").write_text('{"A": {"accuracy": 0.9}}')
+    out = run([str(BIN / "dlab"), "report"], tmp_path).stdout
+    assert "## coordinator" in out and "| management.dqn_map.ret | 27.56 | 27 | -0.56 |" in out and "solve" not in out

@@ -176,6 +176,31 @@ def runs_compare(
         typer.echo(table, nl=False)
 
 
+@app.command("report")
+def report(
+    metrics_dir: Annotated[Path, typer.Option(help="folder of <study>.json metrics")] = Path("metrics"),
+    out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
+) -> None:
+    """Paper figures beside ours for every study (metrics/*.json, keys with a `paper` segment)."""
+    from delegation_lab.paper import read_all
+    from delegation_lab.runs import format_table
+
+    import polars as pl
+
+    studies = read_all(metrics_dir)
+    if not studies:
+        fail(f"no paper figures in {metrics_dir}/*.json yet; run `dvc repro` first")
+    text = ""
+    for study, rows in studies.items():
+        frame = pl.DataFrame([{k: (None if v is None else str(v) if not isinstance(v, int | float) else v) for k, v in r.items()} for r in rows], infer_schema_length=None)
+        text += f"## {study}\n\n" + format_table(frame, "markdown") + "\n"
+    if out:
+        out.write_text(text)
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
+
+
 @app.command("dashboard")
 def dashboard(port: int = 8501) -> None:
     """Start the Streamlit dashboard (dashboards/app.py) on localhost."""
