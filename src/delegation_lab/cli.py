@@ -202,12 +202,22 @@ def report(
 
 
 @app.command("dashboard")
-def dashboard(port: int = 8501) -> None:
+def dashboard(
+    port: int = 8501,
+    root: Annotated[Path, typer.Option(help="project root to show (sets DLAB_ROOT)")] = Path("."),
+    headless: Annotated[bool, typer.Option(help="do not open a browser (servers without a display)")] = False,
+) -> None:
     """Start the Streamlit dashboard (dashboards/app.py) on localhost."""
+    import os
     import subprocess
 
-    raise typer.Exit(subprocess.call([sys.executable, "-m", "streamlit", "run", "dashboards/app.py",
-                                      "--server.port", str(port), "--server.address", "127.0.0.1"]))
+    env = {**os.environ, "DLAB_ROOT": str(root.resolve())}
+    app_path = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+    raise typer.Exit(subprocess.call(
+        [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", str(headless).lower(), "--browser.gatherUsageStats", "false"],
+        env=env,
+    ))
 
 
 def main() -> None:  # pragma: no cover - console entry

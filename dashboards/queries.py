@@ -1,0 +1,414 @@
+"""The dashboard's DuckDB queries, kept apart from Streamlit so tests run the very same SQL.
+
+Every function takes a connection from `delegation_lab.store.connect` (views items, answers,
+labels, trajectories, summaries, frontier) and returns a small, already aggregated polars frame or
+a list of values; nothing here reads a whole table into memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from delegation_lab.paper import read_all
+
+NONE_LABEL = "(none)"  # how a NULL dataset / solver set / split shows in a filter
+ALL = "(all)"  # the "no filter" choice of a selectbox
+
+
+def fingerprint(root: Path) -> str:
+    """Names, sizes and modification times of every file the views read: a cache key that changes
+    whenever a stage writes new results (atomic replaces and partition swaps change it too)."""
+    parts: list[str] = []
+
+    def add(path: Path) -> None:
+        try:
+            st = path.stat()
+        except OSError:
+            return
+        parts.append(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+
+    for folder, pattern in (
+        ("data/items", "*.parquet"),
+        ("data/answers", "*.parquet"),
+        ("results/summaries", "*.parquet"),
+        ("metrics", "*.json"),
+        ("results/trajectories", "study=*"),
+    ):
+        base = root / folder
+        add(base)
+        if base.is_dir():
+            for path in sorted(base.glob(pattern)):
+                add(path)
+    for single in ("data/labels.parquet", "results/frontier.parquet"):
+        add(root / single)
+    return "|".join(parts)
+
+
+def _values(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
+    return [row[0] for row in con.sql(sql, params=params or {}).fetchall()]
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+    return con.sql(sql, params=params or {}).pl()
+
+
+# ---------------------------------------------------------------------------------------------
+# Frontier
+
+
+def frontier_options(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """Distinct datasets, solver sets and studies of the frontier table (NULL shown as (none))."""
+    return {
+        column: _values(
+            con, f"SELECT DISTINCT coalesce({column}, '{NONE_LABEL}') AS v FROM frontier ORDER BY v"
+        )
+        for column in ("dataset", "solver_set", "study")
+    }
+
+
+def frontier_points(
+    con: duckdb.DuckDBPyConnection, datasets: list[str], solver_sets: list[str], studies: list[str]
+) -> pl.DataFrame:
+    """The frontier rows passing the filters, cheapest first."""
+    return _frame(
+        con,
+        f"""
+        SELECT method, operating_point, coalesce(study, '{NONE_LABEL}') AS study, kind,
+               accuracy, coalesce(accuracy_std, 0) AS accuracy_std,
+               cost_per_item_usd, coalesce(cost_std, 0) AS cost_std, calls_per_item, n_seeds,
+               coalesce(dataset, '{NONE_LABEL}') AS dataset,
+               coalesce(solver_set, '{NONE_LABEL}') AS solver_set,
+               coalesce(run_ids, '') AS run_ids, on_pareto
+        FROM frontier
+        WHERE list_contains($datasets, coalesce(dataset, '{NONE_LABEL}'))
+          AND list_contains($solver_sets, coalesce(solver_set, '{NONE_LABEL}'))
+          AND list_contains($studies, coalesce(study, '{NONE_LABEL}'))
+        ORDER BY cost_per_item_usd, accuracy DESC, method, operating_point
+        """,
+        {"datasets": list(datasets), "solver_sets": list(solver_sets), "studies": list(studies)},
+    )
+
+
+def frontier_summary(metrics_path: Path) -> dict[str, Any] | None:
+    """metrics/frontier.json, or None when absent or unreadable."""
+    try:
+        return json.loads(metrics_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None) -> pl.DataFrame:
+    """One row per method of metrics/frontier.json (AIQ, APGR, CPT levels, best accuracy), best AIQ
+    first; `keys` (method for baselines, study/method for studies) limits the rows."""
+    rows = []
+    for key, m in (summary.get("methods") or {}).items():
+        if keys is not None and key not in keys:
+            continue
+        row = {
+            "method": key,
+            "kind": m.get("kind"),
+            "AIQ": m.get("aiq"),
+            "APGR": m.get("apgr"),
+            "best accuracy": m.get("best_accuracy"),
+            "cost at best accuracy (USD/item)": m.get("best_accuracy_cost_per_item_usd"),
+        }
+        for name in sorted(k for k in m if k.startswith("cpt")):
+            row[name.upper()] = m[name]
+        row["operating points"] = m.get("operating_points")
+        rows.append(row)
+    if not rows:
+        return pl.DataFrame()
+    return pl.DataFrame(rows, infer_schema_length=None).sort("AIQ", descending=True, nulls_last=True)
+
+
+def frontier_key(study: str, method: str) -> str:
+    """The key metrics/frontier.json files a (study, method) under."""
+    return method if study == "baselines" else f"{study}/{method}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Studies
+
+
+def study_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Studies with trajectories or summary rows."""
+    return _values(
+        con,
+        """
+        SELECT study FROM (SELECT DISTINCT study FROM trajectories
+                           UNION SELECT DISTINCT study FROM summaries)
+        WHERE study IS NOT NULL ORDER BY study
+        """,
+    )
+
+
+def study_splits(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """Splits a study's trajectories cover, `train` first (learning curves are about training)."""
+    splits = _values(
+        con,
+        f"SELECT DISTINCT coalesce(split, '{NONE_LABEL}') AS s FROM trajectories WHERE study = $study ORDER BY s",
+        {"study": study},
+    )
+    return sorted(splits, key=lambda s: (s != "train", s))
+
+
+def episode_span(con: duckdb.DuckDBPyConnection, study: str, split: str) -> int:
+    """Number of distinct episodes (max episode + 1) of a study on a split; 0 when none."""
+    value = _values(
+        con,
+        f"SELECT max(episode) FROM trajectories WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split",
+        {"study": study, "split": split},
+    )[0]
+    return 0 if value is None else int(value) + 1
+
+
+def default_bucket(n_episodes: int, points: int = 100) -> int:
+    """Episodes per point so a curve has about `points` points."""
+    return max(1, math.ceil(n_episodes / points))
+
+
+def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int) -> pl.DataFrame:
+    """Per method and episode bucket: mean and std over seeds of the per-episode return (sum of
+    reward), accuracy (mean correct) and cost (sum of cost_usd); each seed first averages the
+    episodes of a bucket. `episode` is the first episode of the bucket."""
+    return _frame(
+        con,
+        f"""
+        WITH per_episode AS (
+            SELECT method, seed, episode,
+                   sum(reward) AS episode_return,
+                   avg(CAST(correct AS DOUBLE)) AS episode_accuracy,
+                   sum(cost_usd) AS episode_cost
+            FROM trajectories
+            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split
+            GROUP BY method, seed, episode
+        ), per_bucket AS (
+            SELECT method, seed, (episode // $bucket) * $bucket AS episode,
+                   avg(episode_return) AS r, avg(episode_accuracy) AS a, avg(episode_cost) AS c
+            FROM per_episode
+            GROUP BY method, seed, (episode // $bucket) * $bucket
+        )
+        SELECT method, episode,
+               avg(r) AS return_mean, coalesce(stddev_samp(r), 0) AS return_std,
+               avg(a) AS accuracy_mean, coalesce(stddev_samp(a), 0) AS accuracy_std,
+               avg(c) AS cost_mean, coalesce(stddev_samp(c), 0) AS cost_std,
+               count(*) AS n_seeds
+        FROM per_bucket
+        GROUP BY method, episode
+        ORDER BY method, episode
+        """,
+        {"study": study, "split": split, "bucket": int(bucket)},
+    )
+
+
+def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int) -> pl.DataFrame:
+    """Per method, episode bucket and executor: the share of steps (all seeds pooled) in which the
+    executor was asked. A step asking several executors counts for each, so shares may sum past 1."""
+    return _frame(
+        con,
+        f"""
+        WITH steps AS (
+            SELECT method, (episode // $bucket) * $bucket AS episode, executors
+            FROM trajectories
+            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split
+        ), totals AS (
+            SELECT method, episode, count(*) AS n_steps FROM steps GROUP BY method, episode
+        ), asked AS (
+            SELECT method, episode, unnest(list_distinct(executors)) AS executor FROM steps
+        )
+        SELECT a.method, a.episode, a.executor,
+               count(*) / any_value(t.n_steps) AS share, any_value(t.n_steps) AS n_steps
+        FROM asked a JOIN totals t USING (method, episode)
+        GROUP BY a.method, a.episode, a.executor
+        ORDER BY a.method, a.executor, a.episode
+        """,
+        {"study": study, "split": split, "bucket": int(bucket)},
+    )
+
+
+def study_summary(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
+    """A study's summary rows, mean and std over seeds per (method, split, operating point);
+    n_items is per seed."""
+    return _frame(
+        con,
+        """
+        SELECT method, split, operating_point,
+               avg(accuracy) AS accuracy, coalesce(stddev_samp(accuracy), 0) AS accuracy_std,
+               avg(cost_per_item_usd) AS cost_per_item_usd,
+               coalesce(stddev_samp(cost_per_item_usd), 0) AS cost_std,
+               avg(calls_per_item) AS calls_per_item,
+               avg("return") AS "return",
+               count(DISTINCT seed) AS n_seeds,
+               CAST(round(avg(n_items)) AS BIGINT) AS n_items,
+               string_agg(DISTINCT run_id, ',' ORDER BY run_id) AS run_ids
+        FROM summaries
+        WHERE study = $study
+        GROUP BY method, split, operating_point
+        ORDER BY split, method, operating_point
+        """,
+        {"study": study},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Trajectories
+
+
+def _where(study: str, method: str | None = None, seed: int | None = None, item_id: str | None = None) -> tuple[str, dict[str, Any]]:
+    clauses, params = ["study = $study"], {"study": study}
+    if method is not None:
+        clauses.append("method = $method")
+        params["method"] = method
+    if seed is not None:
+        clauses.append("seed = $seed")
+        params["seed"] = int(seed)
+    if item_id is not None:
+        clauses.append("item_id = $item_id")
+        params["item_id"] = item_id
+    return " AND ".join(clauses), params
+
+
+def trajectory_studies(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return _values(con, "SELECT DISTINCT study FROM trajectories WHERE study IS NOT NULL ORDER BY study")
+
+
+def trajectory_methods(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    return _values(con, "SELECT DISTINCT method FROM trajectories WHERE study = $study ORDER BY method", {"study": study})
+
+
+def trajectory_seeds(con: duckdb.DuckDBPyConnection, study: str, method: str | None = None) -> list[int]:
+    where, params = _where(study, method)
+    return [int(s) for s in _values(con, f"SELECT DISTINCT seed FROM trajectories WHERE {where} ORDER BY seed", params)]
+
+
+def trajectory_items(
+    con: duckdb.DuckDBPyConnection, study: str, method: str | None = None, seed: int | None = None, limit: int = 5000
+) -> list[str]:
+    where, params = _where(study, method, seed)
+    return _values(
+        con,
+        f"SELECT DISTINCT item_id FROM trajectories WHERE {where} AND item_id IS NOT NULL ORDER BY item_id LIMIT {int(limit)}",
+        params,
+    )
+
+
+def count_steps(
+    con: duckdb.DuckDBPyConnection, study: str, method: str | None = None, seed: int | None = None, item_id: str | None = None
+) -> int:
+    where, params = _where(study, method, seed, item_id)
+    return int(_values(con, f"SELECT count(*) FROM trajectories WHERE {where}", params)[0])
+
+
+STEP_COLUMNS = """method, seed, episode, step, split, item_id, action,
+                  array_to_string(executors, ', ') AS executors, correct, cost_usd, reward, calls, extra"""
+
+
+def steps_page(
+    con: duckdb.DuckDBPyConnection,
+    study: str,
+    method: str | None = None,
+    seed: int | None = None,
+    item_id: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> pl.DataFrame:
+    """One page of steps in (method, seed, episode, step) order."""
+    where, params = _where(study, method, seed, item_id)
+    return _frame(
+        con,
+        f"""SELECT {STEP_COLUMNS} FROM trajectories WHERE {where}
+            ORDER BY method, seed, episode, step LIMIT {int(limit)} OFFSET {int(offset)}""",
+        params,
+    )
+
+
+def item_steps(con: duckdb.DuckDBPyConnection, study: str, method: str, seed: int, item_id: str, limit: int = 1000) -> pl.DataFrame:
+    """Every step of one (study, method, seed, item) in the order it happened."""
+    where, params = _where(study, method, seed, item_id)
+    return _frame(
+        con,
+        f"SELECT {STEP_COLUMNS} FROM trajectories WHERE {where} ORDER BY episode, step LIMIT {int(limit)}",
+        params,
+    )
+
+
+def item_card(con: duckdb.DuckDBPyConnection, item_id: str) -> dict[str, Any] | None:
+    """The item's question, gold answer, split and difficulty (None when data/items lacks it)."""
+    frame = _frame(
+        con,
+        "SELECT item_id, split, difficulty, domain, gold, question, choices FROM items WHERE item_id = $item_id LIMIT 1",
+        {"item_id": item_id},
+    )
+    return frame.row(0, named=True) if frame.height else None
+
+
+def item_answers(con: duckdb.DuckDBPyConnection, item_id: str) -> pl.DataFrame:
+    """Every solver's cached answer to the item with its label; answers a label names (the current
+    request) come first, stale cached answers after them."""
+    return _frame(
+        con,
+        """
+        SELECT a.solver, a.parsed_answer, l.correct, l.method AS label_method, a.cost_usd,
+               a.tokens_in, a.tokens_out, a.error, l.request_hash IS NOT NULL AS labelled
+        FROM answers a
+        LEFT JOIN labels l ON l.solver = a.solver AND l.item_id = a.item_id AND l.request_hash = a.request_hash
+        WHERE a.item_id = $item_id
+        ORDER BY labelled DESC, a.solver
+        """,
+        {"item_id": item_id},
+    )
+
+
+def pretty_extra(extra: str | None) -> Any:
+    """The `extra` JSON of a step as an object (the raw text when it is not JSON)."""
+    if extra is None:
+        return {}
+    try:
+        return json.loads(extra)
+    except json.JSONDecodeError:
+        return extra
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper vs reproduction
+
+
+def paper_tables(metrics_dir: Path) -> dict[str, pl.DataFrame]:
+    """Per study: metric | paper | ours | difference | relative difference (ours vs paper, in % of
+    |paper|), from every metrics/<study>.json carrying paper figures. Values that are not numbers
+    (text, lists, a missing measurement) go to the "as given" text columns."""
+    out = {}
+    for study, rows in read_all(metrics_dir).items():
+        table = []
+        for row in rows:
+            paper, ours, diff = _number(row["paper"]), _number(row["ours"]), row["difference"]
+            table.append({
+                "metric": row["metric"],
+                "paper": paper,
+                "ours": ours,
+                "difference": None if diff is None else float(diff),
+                "relative difference %": 100.0 * diff / abs(paper) if diff is not None and paper else None,
+                "paper (as given)": None if paper is not None else _text(row["paper"]),
+                "ours (as given)": None if ours is not None else _text(row["ours"]),
+            })
+        out[study] = pl.DataFrame(table, schema={
+            "metric": pl.String, "paper": pl.Float64, "ours": pl.Float64, "difference": pl.Float64,
+            "relative difference %": pl.Float64, "paper (as given)": pl.String, "ours (as given)": pl.String,
+        })
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
