@@ -24,6 +24,15 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def emit(text: str, out: Path | None) -> None:
+    """Print `text`, or write it to `out` and say so."""
+    if out:
+        out.write_text(text)
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
+
+
 @params_app.command("check")
 def params_check(path: Path = Path("params.yaml")) -> None:
     """Validate a params file; exit 2 naming every bad key."""
@@ -169,11 +178,7 @@ def runs_compare(
         fail(str(e), 2)
     except InputError as e:
         fail(f"error: {e}", 1)
-    if out:
-        out.write_text(table)
-        typer.echo(f"wrote {out}")
-    else:
-        typer.echo(table, nl=False)
+    emit(table, out)
 
 
 @app.command("report")
@@ -183,22 +188,16 @@ def report(
 ) -> None:
     """Paper figures beside ours for every study (metrics/*.json, keys with a `paper` segment)."""
     from delegation_lab.paper import read_all
-    from delegation_lab.runs import format_table
-
-    import polars as pl
+    from delegation_lab.runs import markdown_table
 
     studies = read_all(metrics_dir)
     if not studies:
         fail(f"no paper figures in {metrics_dir}/*.json yet; run `dvc repro` first")
-    text = ""
-    for study, rows in studies.items():
-        frame = pl.DataFrame([{k: (None if v is None else str(v) if not isinstance(v, int | float) else v) for k, v in r.items()} for r in rows], infer_schema_length=None)
-        text += f"## {study}\n\n" + format_table(frame, "markdown") + "\n"
-    if out:
-        out.write_text(text)
-        typer.echo(f"wrote {out}")
-    else:
-        typer.echo(text, nl=False)
+    text = "".join(
+        f"## {study}\n\n" + markdown_table(rows, ["metric", "paper", "ours", "difference"]) + "\n"
+        for study, rows in studies.items()
+    )
+    emit(text, out)
 
 
 @app.command("dashboard")

@@ -40,9 +40,13 @@ def format_table(frame: pl.DataFrame, fmt: str) -> str:
         return frame.write_csv()
     if fmt == "json":
         return frame.write_json()
-    columns = frame.columns
+    return markdown_table(frame.to_dicts(), frame.columns)
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    """A Markdown table of rows whose columns may mix numbers and text."""
     header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "\n".join("| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.iter_rows())
+    body = "\n".join("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows)
     return header + body + "\n"
 
 

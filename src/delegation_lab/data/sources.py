@@ -34,6 +34,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as e:
             raise DataError(f"{path}: line {e.lineno}: malformed JSON ({e.msg})") from None
         return rows
+    return parse_json_lines(text, path)
+
+
+def parse_json_lines(text: str, path: Path) -> list[dict[str, Any]]:
+    """One JSON object per non-blank line; a bad line is named by file and line number."""
     rows = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -39,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.config import Price, ReplayParams
+from delegation_lab.data.sources import parse_json_lines
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Generation, Request
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
@@ -308,18 +309,10 @@ def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
                 if not isinstance(r, dict):
                     raise ReplayError(f"{path}: record {i}: expected a JSON object, got {type(r).__name__}")
             return records, file_model
-    records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReplayError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise ReplayError(f"{path}: line {lineno}: expected a JSON object, got {type(row).__name__}")
-        records.append(row)
-    return records, file_model
+    try:
+        return parse_json_lines(text, path), file_model
+    except InputError as e:
+        raise ReplayError(str(e)) from None
 
 
 def read_llmrouterbench_json(path: Path) -> pl.DataFrame:
