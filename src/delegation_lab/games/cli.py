@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from delegation_lab.errors import InputError
+from delegation_lab.games.equilibria import DEFAULT_MAX_COMBINATIONS
 
 game_app = typer.Typer(help="Exact history-dependent and Markov equilibria of game specs (History Matters §2.3).",
                        no_args_is_help=True)
@@ -18,7 +19,7 @@ def solve_command(
     spec: Annotated[str, typer.Argument(help="game spec YAML file, or a builtin name (see `dlab game builtin`)")],
     favour: Annotated[str | None, typer.Option(help="player whose value Algorithm 1's selection maximises")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the full result as JSON here")] = None,
-    max_combinations: Annotated[int, typer.Option(help="work budget; a larger game fails fast with its estimate")] = 2_000_000,
+    max_combinations: Annotated[int, typer.Option(help="work budget; a larger game fails fast with its estimate")] = DEFAULT_MAX_COMBINATIONS,
     max_profiles: Annotated[int, typer.Option(help="example profiles written per value set in the JSON")] = 100,
 ) -> None:
     """Every distinct value vector of the deterministic history-dependent subgame-perfect

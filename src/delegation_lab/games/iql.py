@@ -78,6 +78,7 @@ class BatchedIQL:
                     self.mask[i][unpaid, : 1 + game.n_offers[i]] = game.affordable(i, balances)[:, : 1 + game.n_offers[i]]
         self.q = [np.zeros((self.S, n_states, self.cols[i])) for i in range(2)]
         self.rows = np.arange(self.S)
+        self.lr = params.learning_rate
         self.draws = 1 + max(self.cols)
         self.rngs = [np.random.default_rng(s) for s in self.seeds]
 

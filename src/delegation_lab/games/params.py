@@ -20,7 +20,7 @@ class EquilibriaParams(ParamsModel):
 
     @field_validator("games")
     @classmethod
-    def _non_empty(cls, games: list[str]) -> list[str]:
+    def _distinct(cls, games: list[str]) -> list[str]:
         if len(set(games)) != len(games):
             raise ValueError("games must be distinct")
         return games
