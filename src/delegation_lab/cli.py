@@ -158,6 +158,10 @@ def query(
 runs_app = typer.Typer(help="Compare MLflow runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
+from delegation_lab.games.cli import game_app  # noqa: E402 - the `history_game` study's sub-command
+
+app.add_typer(game_app, name="game")
+
 
 @runs_app.command("compare")
 def runs_compare(

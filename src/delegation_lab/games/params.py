@@ -1,0 +1,97 @@
+"""The `history_game` section of params.yaml: the equilibrium study and the money-transfer IQL study."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from delegation_lab.params_model import ParamsModel
+
+AGENTS = ("A", "B")
+
+
+class EquilibriaParams(ParamsModel):
+    games: list[str] = ["motivating_example"]
+    """Games to solve: builtin names (`dlab game builtin`) or spec file paths relative to the repo root
+    (add a spec file to the stage's deps in dvc.yaml so that editing it reruns the stage)."""
+    favour: str | None = "B"
+    """Player whose value Algorithm 1's selection maximises (null: the total sum of values)."""
+    max_combinations: int = Field(2_000_000, ge=1)
+    """Work budget of each solver (continuation combinations); a larger game fails fast naming its estimate."""
+
+    @field_validator("games")
+    @classmethod
+    def _distinct(cls, games: list[str]) -> list[str]:
+        if len(set(games)) != len(games):
+            raise ValueError("games must be distinct")
+        return games
+
+
+class MoneyParams(ParamsModel):
+    initial_balance: dict[str, list[int]] = {"A": [1], "B": [1]}
+    """Starting balance of each agent, one integer amount per money dimension (paper: 1 unit each)."""
+    contracts: dict[str, list[list[int]]] = {"A": [[1]], "B": [[1]]}
+    """Contract Cr^i of each payer: the fixed price vectors it may offer for the active agent's Yes
+    (one per offer; paper: one offer of 1 unit). An offer is allowed only when the balance covers it
+    in every dimension; an accepted offer forces Yes."""
+
+    @model_validator(mode="after")
+    def _check(self) -> MoneyParams:
+        for key in ("initial_balance", "contracts"):
+            if set(getattr(self, key)) != set(AGENTS):
+                raise ValueError(f"{key} needs exactly the agents {list(AGENTS)} (got {sorted(getattr(self, key))})")
+        dims = {len(v) for v in self.initial_balance.values()} | {len(p) for c in self.contracts.values() for p in c}
+        if len(dims) != 1 or 0 in dims:
+            raise ValueError(f"every balance and price vector needs the same positive number of money dimensions (got lengths {sorted(dims)})")
+        if any(x < 0 for v in self.initial_balance.values() for x in v):
+            raise ValueError("initial_balance amounts must be >= 0")
+        for agent, offers in self.contracts.items():
+            for k, price in enumerate(offers):
+                if any(x < 0 for x in price) or not any(price):
+                    raise ValueError(f"contracts.{agent}[{k}]: a price needs non-negative amounts, not all zero (got {price})")
+        return self
+
+
+class HelpGameParams(ParamsModel):
+    steps: int = Field(20, ge=1)
+    """Steps per episode; A is active at steps 1, 3, ... (phase s1), B at steps 2, 4, ... (phase s2)."""
+    help_cost: float = Field(1.0, ge=0)
+    """Environmental cost to the active agent of Yes."""
+    help_benefit: float = Field(100.0, ge=0)
+    """Environmental reward to the other agent of the active agent's Yes."""
+    money: MoneyParams = MoneyParams()
+    """Virtual money of the `transfer` condition (balances never enter the reward)."""
+
+
+class IQLParams(ParamsModel):
+    episodes: int = Field(5000, ge=1)
+    """Training episodes per seed (paper: 5000)."""
+    seeds: int = Field(20, ge=1)
+    """Independent runs, seeds 0..seeds-1, trained batched in one set of arrays (paper: 20)."""
+    learning_rate: float = Field(0.1, gt=0, le=1)
+    """Tabular Q-learning step size of the first episode."""
+    learning_rate_end: float = Field(0.1, gt=0, le=1)
+    """Step size after the decay (falls linearly alongside epsilon; equal to learning_rate = constant)."""
+    gamma: float = Field(0.5, ge=0, le=1)
+    """Discount of each agent's own environmental return (not given in the paper; near 1 the other
+    agent's exploratory +100s swamp the cost 1 of Yes and a few greedy choices stay wrong, see README)."""
+    epsilon_start: float = Field(1.0, ge=0, le=1)
+    """Exploration rate of the first episode."""
+    epsilon_end: float = Field(0.01, ge=0, le=1)
+    """Exploration rate after the decay."""
+    epsilon_decay_fraction: float = Field(0.5, gt=0, le=1)
+    """Share of the episodes over which epsilon falls linearly from start to end."""
+    late_window: int = Field(100, ge=1)
+    """Last training episodes averaged into the late-training return."""
+
+
+class HistoryGameParams(ParamsModel):
+    equilibria: EquilibriaParams = EquilibriaParams()
+    """Exact history-dependent and Markov equilibria of game specs (§2.3, App. B)."""
+    game: HelpGameParams = HelpGameParams()
+    """The alternating help game of §3.3."""
+    iql: IQLParams = IQLParams()
+    """Independent Q-learning, run once without and once with money transfer."""
+    trajectory_every: int = Field(1, ge=1)
+    """Store the steps of every k-th training episode (and every greedy evaluation step)."""
+    curve_log_every: int = Field(25, ge=1)
+    """Log every k-th episode of each seed's learning curve to MLflow (the CSV keeps every episode)."""

@@ -1,0 +1,279 @@
+"""The `history_game` study: equilibrium value sets of game specs, and independent Q-learning on
+the alternating help game without and with virtual money (History Matters §2.3, §2.4, §3.3).
+Builds the metrics (paper figures beside ours), learning curves, trajectory rows and figures;
+`stages/history_game.py` does the I/O and MLflow logging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from delegation_lab.errors import InputError
+from delegation_lab.games.equilibria import Solution, solve
+from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
+from delegation_lab.games.iql import IQLResult
+from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
+from delegation_lab.games.report import number
+from delegation_lab.games.spec import Game, compile_game, load_game_spec
+
+CONDITIONS = {"no_transfer": False, "transfer": True}
+METHOD = {"no_transfer": "iql_no_transfer", "transfer": "iql_transfer"}
+
+# History Matters §2.3 (motivating example) and §3.3 (Figure 5 and its text).
+PAPER_EQUILIBRIA: dict[str, dict[str, Any]] = {
+    "motivating_example": {
+        "history": {"count": 5, "values": [[0.0, 5.0], [4.4, 6.0], [4.5, 5.0], [8.9, 6.0], [9.0, 5.0]]},
+        "markov": {"count": 3, "values": [[0.0, 5.0], [4.5, 5.0], [9.0, 5.0]]},
+        "favoured": {"player": "B", "values": {"A": 8.9, "B": 6.0}},
+    }
+}
+PAPER_MONEY = {
+    "no_transfer": {"return_mean": 0.0, "helps_mean": 0.0},
+    "transfer": {"return_mean": 990.0, "helps_mean": 10.0, "payments_mean": 10.0},
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# equilibria
+
+
+def load_games(params: EquilibriaParams, root: Path) -> list[Game]:
+    """Every spec of the section, validated (and the favoured player checked) before any work."""
+    games = []
+    for k, ref in enumerate(params.games):
+        path = root / ref
+        try:
+            game = compile_game(load_game_spec(path if path.is_file() else ref))
+        except InputError as e:
+            raise InputError(f"history_game.equilibria.games[{k}]: {e}") from None
+        if params.favour is not None and params.favour not in game.players:
+            raise InputError(
+                f"history_game.equilibria.favour: player {params.favour!r} is not in game {game.name!r} "
+                f"(players: {', '.join(game.players)})"
+            )
+        games.append(game)
+    names = [g.name for g in games]
+    if len(set(names)) != len(names):
+        raise InputError(f"history_game.equilibria.games: two specs share a name ({names})")
+    return games
+
+
+def solve_games(games: list[Game], params: EquilibriaParams) -> dict[str, Solution]:
+    return {g.name: solve(g, params.favour, params.max_combinations) for g in games}
+
+
+def equilibria_metrics(sol: Solution) -> dict[str, Any]:
+    def as_lists(values: list) -> list[list[float]]:
+        return [[number(x) for x in v] for v in values]
+
+    hist, markov = sol.history.values(), sol.markov.values()
+    out: dict[str, Any] = {
+        "history": {"count": len(hist), "values": as_lists(hist)},
+        "markov": {"count": len(markov), "values": as_lists(markov)},
+        "history_only_count": len(set(hist) - set(markov)),
+        "algorithm1_selectors": sol.history.selector_count(),
+        "combinations_enumerated": sol.history.combinations,
+    }
+    if sol.favoured is not None:
+        out["favoured"] = {"player": sol.favour, "values": {p: number(x) for p, x in zip(sol.game.players, sol.favoured, strict=True)}}
+    if sol.game.name in PAPER_EQUILIBRIA:
+        out["paper"] = PAPER_EQUILIBRIA[sol.game.name]
+    return out
+
+
+def equilibria_frame(solutions: dict[str, Solution]) -> pl.DataFrame:
+    """One row per (game, kind, value vector): the value sets of §2.3 as a scatter (first two players)."""
+    rows = []
+    for name, sol in solutions.items():
+        sets = {"history": sol.history.values(), "markov": sol.markov.values(),
+                "favoured": [sol.favoured] if sol.favoured is not None else []}
+        for kind, values in sets.items():
+            for v in values:
+                rows.append({"game": name, "kind": kind, "players": ",".join(sol.game.players),
+                             "v1": number(v[0]), "v2": number(v[1]) if len(v) > 1 else 0.0})
+    return pl.DataFrame(rows, schema={"game": pl.String, "kind": pl.String, "players": pl.String, "v1": pl.Float64, "v2": pl.Float64})
+
+
+# ---------------------------------------------------------------------------------------------
+# money transfer
+
+
+def help_games(params: HistoryGameParams) -> dict[str, HelpGame]:
+    return {c: HelpGame.from_params(params.game, money) for c, money in CONDITIONS.items()}
+
+
+def money_metrics(result: IQLResult, late_window: int) -> dict[str, Any]:
+    """Greedy-policy returns after training (the paper's reported outcome), their spread over
+    seeds, and the late-training (epsilon-greedy) returns."""
+    per_seed = result.eval_returns.mean(axis=1)  # mean over the two agents
+    late = result.returns[:, -late_window:].mean(axis=(1, 2))
+    out = {
+        "return_mean": float(per_seed.mean()),
+        "return_std": float(per_seed.std()),
+        "return_A_mean": float(result.eval_returns[:, 0].mean()),
+        "return_B_mean": float(result.eval_returns[:, 1].mean()),
+        "helps_mean": float(result.eval_helps.mean()),
+        "helps_min": float(result.eval_helps.min()),
+        "train_late_return_mean": float(late.mean()),
+        "train_late_return_std": float(late.std()),
+        "seeds": len(result.seeds),
+    }
+    if result.game.money:
+        out["payments_mean"] = float(result.eval_payments.mean())
+    return out
+
+
+def curve_frame(result: IQLResult) -> pl.DataFrame:
+    """Figure 5: per training episode, the return (mean of the two agents) over seeds."""
+    agent_mean = result.returns.mean(axis=2)  # (S, E)
+    return pl.DataFrame({
+        "episode": np.arange(1, agent_mean.shape[1] + 1),
+        "return": agent_mean.mean(axis=0),
+        "return_std": agent_mean.std(axis=0),
+        "return_A": result.returns[:, :, 0].mean(axis=0),
+        "return_B": result.returns[:, :, 1].mean(axis=0),
+        "helps": result.helps.mean(axis=(0, 2)),
+        "epsilon": result.epsilon,
+    })
+
+
+def trajectory_frames(result: IQLResult, every: int) -> dict[int, pl.DataFrame]:
+    """Per seed, the steps of every `every`-th training episode (split train) and of the greedy
+    evaluation episode (split eval, episode = number of training episodes); built column-wise for
+    every seed at once."""
+    game, T, S = result.game, result.game.steps, len(result.seeds)
+    E = result.returns.shape[1]
+    kept = np.arange(0, E, every)
+    parts = []
+    for split, log, episodes, numbers, eps in (
+        ("train", result.log, kept, kept, result.epsilon[kept]),
+        ("eval", result.eval_log, np.array([0]), np.array([E]), np.array([0.0])),
+    ):
+        n = S * len(episodes) * T
+        t = np.tile(np.arange(T), S * len(episodes))
+        act = t % 2
+        executed = log.executed[:, episodes].reshape(n).astype(np.int64)
+        chosen = log.chosen[:, episodes].reshape(n).astype(np.int64)
+        offer = log.offer[:, episodes].reshape(n).astype(np.int64)
+        rewards = log.rewards[:, episodes].reshape(n, 2).astype(np.float64)
+        balances = log.balances[:, episodes].reshape(n, 2, game.dims).astype(np.int64)
+        price = game.prices[1 - act, offer]  # (n, K)
+
+        def lists(a: np.ndarray) -> pl.Series:
+            if not a.shape[1]:
+                return pl.repeat([], len(a), dtype=pl.List(pl.Int64), eager=True)
+            return pl.Series(np.ascontiguousarray(a).reshape(-1)).reshape((len(a), a.shape[1])).cast(pl.List(pl.Int64))
+
+        frame = pl.DataFrame({
+            "seed": np.repeat(np.array(result.seeds), len(episodes) * T),
+            "episode": np.repeat(np.tile(numbers, S), T).astype(np.int64),
+            "step": t + 1,
+            "active": np.array(AGENTS)[act],
+            "payer": np.array(AGENTS)[1 - act],
+            "executed": executed,
+            "chosen_name": np.array(PHYSICAL)[chosen],
+            "offer": offer,
+            "price": lists(price),
+            "reward_A": rewards[:, 0],
+            "reward_B": rewards[:, 1],
+            "balance_A": lists(balances[:, 0]),
+            "balance_B": lists(balances[:, 1]),
+            "epsilon": np.repeat(np.tile(eps, S), T),
+        })
+        parts.append(frame.select(
+            "seed", "episode", "step",
+            pl.lit(split).alias("split"),
+            pl.lit(None, dtype=pl.String).alias("item_id"),
+            pl.when(pl.col("executed") == 1).then(pl.lit("Yes")).otherwise(pl.lit("Null")).alias("action"),
+            pl.when(pl.col("executed") == 1).then(pl.concat_list(pl.col("active"))).otherwise(pl.lit([], dtype=pl.List(pl.String))).alias("executors"),
+            pl.lit(None, dtype=pl.Boolean).alias("correct"),
+            pl.lit(None, dtype=pl.Float64).alias("cost_usd"),
+            (pl.col("reward_A") + pl.col("reward_B")).alias("reward"),
+            pl.lit(0, dtype=pl.Int64).alias("calls"),
+            pl.struct(
+                "active", "payer", pl.col("chosen_name").alias("chosen"), "offer", "price",
+                (pl.col("offer") > 0).alias("paid"), ((pl.col("offer") > 0) & (pl.col("chosen_name") == "Null")).alias("forced"),
+                "reward_A", "reward_B", "balance_A", "balance_B", "epsilon",
+            ).struct.json_encode().alias("extra"),
+        ))
+    frame = pl.concat(parts)
+    return {seed: part.drop("seed") for (seed,), part in frame.partition_by("seed", as_dict=True, maintain_order=True).items()}
+
+
+def plot_curves(curves: dict[str, pl.DataFrame], out: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    labels = {"no_transfer": "IQL", "transfer": "IQL with money transfer"}
+    for cond, frame in curves.items():
+        x, y, s = frame["episode"].to_numpy(), frame["return"].to_numpy(), frame["return_std"].to_numpy()
+        ax.plot(x, y, lw=1, label=labels.get(cond, cond))
+        ax.fill_between(x, y - s, y + s, alpha=0.2)
+    ax.set_xlabel("training episode")
+    ax.set_ylabel("episodic environmental return (per agent)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center right")
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def plot_equilibria(frame: pl.DataFrame, out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    games = frame["game"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, max(1, len(games)), figsize=(5 * max(1, len(games)), 4.2), dpi=120, squeeze=False)
+    style = {"history": ("o", 110, "none", "C0"), "markov": ("s", 40, None, "C1"), "favoured": ("*", 160, None, "C3")}
+    for ax, name in zip(axes[0], games, strict=False):
+        part = frame.filter(pl.col("game") == name)
+        players = part["players"][0].split(",")
+        for kind, (marker, size, face, color) in style.items():
+            g = part.filter(pl.col("kind") == kind)
+            if g.height:
+                ax.scatter(g["v1"], g["v2"], marker=marker, s=size, facecolors=face or color, edgecolors=color,
+                           label={"history": "history-dependent SPE", "markov": "Markov perfect", "favoured": "favoured (Alg. 1)"}[kind])
+        ax.set_xlabel(f"V[{players[0]}]")
+        ax.set_ylabel(f"V[{players[1]}]" if len(players) > 1 else "")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def _save(fig: Any, out: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.stem + ".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(out)
+    return out
+
+
+@dataclass
+class MoneyRun:
+    condition: str
+    result: IQLResult
+    metrics: dict[str, Any]
+    curve: pl.DataFrame
+
+
+def summary_line(runs: dict[str, MoneyRun]) -> str:
+    return "; ".join(
+        f"{c}: greedy return {r.metrics['return_mean']:.1f} ± {r.metrics['return_std']:.1f}, "
+        f"helps {r.metrics['helps_mean']:.2f}/{(r.result.game.steps + 1) // 2}"
+        for c, r in runs.items()
+    )
+
