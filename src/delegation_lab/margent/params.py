@@ -81,24 +81,24 @@ class ManagerSim(ParamsModel):
 
 class SimulatorParams(ParamsModel):
     seed: int = 0
-    """Seeds every simulated draw; each draw is a pure function of (seed, item, sequence of calls)."""
+    """Seeds every simulated draw; a call's effect is a pure function of (seed, item, sub-agent, the candidate it sees)."""
     manager: ManagerSim = ManagerSim()
     """The manager's candidate, confidence and revision."""
     extractor: SubAgentSim = SubAgentSim(
         rescue_at_d1=0.12, rescue_logit_slope=-0.10, corruption_at_d1=0.05, corruption_logit_slope=0.10,
         flag_if_unresolved=0.3, flag_if_right=0.15, tokens_out=140.0,
     )
-    """Extractor: decision-relevant facts and their polarity (receives the question)."""
+    """Extractor: decision-relevant facts and their polarity (receives the question). Defaults: rescue 0.12, slope -0.10, corruption 0.05, slope 0.10, flags 0.3 / 0.15, 140 tokens."""
     reasoner: SubAgentSim = SubAgentSim(
         rescue_at_d1=0.40, rescue_logit_slope=-0.15, corruption_at_d1=0.06, corruption_logit_slope=0.12,
         flag_if_unresolved=0.5, flag_if_right=0.2, tokens_out=260.0,
     )
-    """Reasoner: a decomposition and the missing steps (receives the question)."""
+    """Reasoner: a decomposition and the missing steps (receives the question). Defaults: rescue 0.40, slope -0.15, corruption 0.06, slope 0.12, flags 0.5 / 0.2, 260 tokens."""
     verifier: SubAgentSim = SubAgentSim(
         rescue_at_d1=0.70, rescue_logit_slope=-0.12, corruption_at_d1=0.02, corruption_logit_slope=0.10,
         flag_if_unresolved=0.6, flag_if_right=0.08, blank_rescue_scale=0.75, tokens_out=180.0,
     )
-    """Verifier: an audit of the current candidate (receives the question and the candidate)."""
+    """Verifier: an audit of the current candidate (receives the question and the candidate). Defaults: rescue 0.70, slope -0.12, corruption 0.02, slope 0.10, flags 0.6 / 0.08, blank rescue x0.75, 180 tokens."""
     rescue_correlation: float = Field(0.6, ge=0, lt=1)
     """Share of the rescue noise shared by every call on the same item (probit scale; marginal rescue probabilities are unchanged): high values make an item that one call cannot rescue unlikely to be rescued by another."""
     tokens_cv: float = Field(0.25, ge=0)
@@ -143,7 +143,7 @@ class CollectParams(ParamsModel):
 
 
 class DistillParams(ParamsModel):
-    rho: list[Rho] = [0, 0.5, 1, 2, 3, "all"]
+    rho: list[Rho] = [0.0, 0.5, 1.0, 2.0, 3.0, "all"]
     """Commit examples are capped at ρ x the rescue examples; `all` keeps every commit example. One manager per value."""
     seed: int = 0
     """Seed of the per-example choice among equally short successes and of the commit subsample."""
