@@ -231,7 +231,12 @@ def _score(nodes: dict[tuple[int, int], _Node], keys: list[tuple[int, int]], vie
 
 
 def _frame(nodes: dict[tuple[int, int], _Node], views: list[AgentView], tree: SequenceTree, pool_name: str, blank: bool) -> pl.DataFrame:
-    cols: dict[str, list] = {name: [] for name in NODE_SCHEMA}
+    if not nodes:
+        return pl.DataFrame(schema=NODE_SCHEMA)
+    scalar = [c for c in NODE_SCHEMA if c not in ("sequence", "features")]
+    cols: dict[str, list] = {name: [] for name in scalar}
+    sequences: list[str] = []
+    features: list[list[float]] = []
     signal_json: dict[int, str] = {}
     for (i, c), node in sorted(nodes.items()):
         state = node.state
@@ -243,12 +248,20 @@ def _frame(nodes: dict[tuple[int, int], _Node], views: list[AgentView], tree: Se
                 signal = signal_json[id(last.signal)] = last.signal.model_dump_json()
         values = (
             pool_name, blank, i, views[i].item_id, views[i].difficulty, c, int(tree.parent[c]), int(tree.depth[c]),
-            list(state.sequence), last.agent if last else None, state.candidate.answer, state.candidate.confidence,
-            state.candidate.rationale,
-            node.correct, last.raises_issue if last else None, last.changed if last else None, node.error, node.cost,
-            node.tokens_in, node.tokens_out, signal, node.decision, node.decision_cost, node.decision_error,
-            state_features(state),
+            last.agent if last else None, state.candidate.answer, state.candidate.confidence,
+            state.candidate.rationale, node.correct, last.raises_issue if last else None, last.changed if last else None,
+            node.error, node.cost, node.tokens_in, node.tokens_out, signal, node.decision, node.decision_cost,
+            node.decision_error,
         )
-        for name, value in zip(cols, values, strict=True):
+        for name, value in zip(scalar, values, strict=True):
             cols[name].append(value)
-    return pl.DataFrame(cols, schema=NODE_SCHEMA)
+        sequences.append(">".join(state.sequence))
+        features.append(state_features(state))
+    frame = pl.DataFrame(cols, schema={c: NODE_SCHEMA[c] for c in scalar})
+    seq = pl.Series("sequence", sequences, dtype=pl.String)
+    feats = pl.Series("features", np.array(features, dtype=np.float64).reshape(len(features), -1)).cast(pl.List(pl.Float64))
+    frame = frame.with_columns(
+        pl.when(seq == "").then(pl.lit([], dtype=pl.List(pl.String))).otherwise(seq.str.split(">")).alias("sequence"),
+        feats,
+    )
+    return frame.select(list(NODE_SCHEMA))

@@ -238,11 +238,11 @@ class State(Frozen):
             raise ValueError(f"a sub-agent is called at most once per trajectory: {agents}")
         return self
 
-    @property
+    @cached_property
     def used(self) -> frozenset[str]:
         return frozenset(c.agent for c in self.history)
 
-    @property
+    @cached_property
     def sequence(self) -> tuple[str, ...]:
         return tuple(c.agent for c in self.history)
 

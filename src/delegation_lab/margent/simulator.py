@@ -31,6 +31,7 @@ the prices of the solvers named in `margent.solvers`.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy.special import expit, logit, ndtri
@@ -98,6 +99,7 @@ def sequence_code(sequence: tuple[str, ...]) -> int:
     return code
 
 
+@lru_cache(maxsize=1 << 16)
 def call_code(agent: str, answer: str) -> int:
     """Key of a call's effect: the sub-agent and the candidate it is called on. A frozen, greedy
     sub-agent given the same question and candidate returns the same signal, so an earlier call
@@ -131,6 +133,9 @@ def _overhead(template, context: dict[str, str]) -> int:
     blank = Item(item_id="_", split="", question="", gold=None)
     keys = {k: "" for k in ("candidate", "history", "agent", "signal", "available", "answer_format")}
     return messages_tokens(template.render(blank, {**keys, **context}))
+
+
+_DECISIONS = {"commit": Decision(action="commit"), **{a: Decision(action="delegate", agent=a) for a in SUBAGENTS}}
 
 
 def _candidate_tokens(state: State) -> int:
@@ -363,9 +368,9 @@ class SimulatedTeam:
         for i, state in enumerate(states):
             available = [a for a in m.prompted_order if a in pool and a not in state.used]
             if state.candidate.confidence < m.prompted_threshold and available:
-                decision = Decision(action="delegate", agent=available[0])
+                decision = _DECISIONS[available[0]]
             else:
-                decision = Decision(action="commit")
+                decision = _DECISIONS["commit"]
             history = sum(c.signal_tokens + 24 for c in state.history)
             tin = self._overhead["decide"] + self._q_tokens(state.x) + _candidate_tokens(state) + history
             out.append(self._reply(decision, "manager", tin, tokens_out[i]))
