@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import polars as pl
+
 from delegation_lab.config import load_params
 from delegation_lab.data import build_items
 from delegation_lab.data.items import items_frame
@@ -19,7 +21,6 @@ from delegation_lab.margent.schemas import AgentView
 from delegation_lab.margent.simulator import SimulatedTeam
 from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree
-import polars as pl
 
 
 def main() -> None:

@@ -95,6 +95,12 @@ def test_repro_writes_every_output(repro):
     assert counts["collection"] == collect["collection"]["branches"]  # every branch is a row
     assert {"margent-rho0", "margent-rhoall", "margent-oracle", "margent-force-all"} <= set(counts)
     assert counts["margent-force-all"] == 120 * 4  # three delegations and a commit per item
+    dupes = run_query(Layout(project), "SELECT method, seed, episode, step, count(*) AS c FROM trajectories "
+                      "WHERE study = 'margent' GROUP BY ALL HAVING count(*) > 1")
+    assert dupes.is_empty()  # (study, method, seed, episode, step) is a key
+    kinds = run_query(Layout(project), "SELECT json_extract_string(extra, '$.kind') AS k, count(*) AS n FROM trajectories "
+                      "WHERE study = 'margent' AND method = 'collection' GROUP BY 1")
+    assert set(kinds["k"]) >= {"root", "rescue", "no_change", "corruption"}
 
     for label in ("0", "0.5", "1", "2", "3", "all"):
         assert (project / "results" / "margent" / "sft" / f"rho={label}.jsonl").stat().st_size > 0

@@ -13,11 +13,10 @@ from delegation_lab.config import ArithParams, Price
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
 from delegation_lab.margent import distill, evaluate, policy, study
-from delegation_lab.margent.collect import NODE_SCHEMA, build_tree, views_frame
-from delegation_lab.margent.params import SUBAGENTS, MargentParams, SimulatorParams
-from delegation_lab.margent.schemas import AgentView, Candidate, Decision
+from delegation_lab.margent.collect import NODE_SCHEMA
+from delegation_lab.margent.params import SUBAGENTS, MargentParams
+from delegation_lab.margent.schemas import Candidate, Decision
 from delegation_lab.margent.simulator import SimulatedTeam
-from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree
 
 PRICES = {r: Price(input_usd_per_mtok=0.05, output_usd_per_mtok=0.10) for r in ("manager", *SUBAGENTS)}

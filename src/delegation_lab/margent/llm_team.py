@@ -70,7 +70,8 @@ class LLMTeam:
         }
 
     # -- one batched, cached call ----------------------------------------------------------
-    def _ask(self, role: str, solver_role: str, views: list[AgentView], contexts: list[dict[str, str]]) -> list[pl.DataFrame]:
+    def _ask(self, role: str, solver_role: str, views: list[AgentView], contexts: list[dict[str, str]]) -> list[dict]:
+        """Cached answer rows (one per request, in order); only requests not yet cached reach the backend."""
         solver = self._solvers[self.roles[role]]
         requests: list[Request] = [solver.request(v.as_item(), solver_role, c) for v, c in zip(views, contexts, strict=True)]
         unique = list({(r.item.item_id, r.request_hash): r for r in requests}.values())

@@ -24,14 +24,15 @@ def collection_rows(collection: pl.DataFrame) -> pl.DataFrame:
     delta = pl.col("correct").cast(pl.Int64) - pl.col("parent_correct").cast(pl.Int64)
     kind = pl.when(pl.col("depth") == 0).then(pl.lit("root")).when(delta > 0).then(pl.lit("rescue")).when(delta < 0).then(pl.lit("corruption")).otherwise(pl.lit("no_change"))
     extras = [
-        json.dumps({"sequence": s, "kind": k, "root_correct": r, "error": e, "answer": a, "confidence": c})
-        for s, k, r, e, a, c in zip(
-            frame["sequence"].to_list(), frame.select(kind.alias("k"))["k"].to_list(), frame["root_correct"].to_list(),
-            frame["error"].to_list(), frame["answer"].to_list(), frame["confidence"].to_list(), strict=True,
+        json.dumps({"item_index": i, "sequence": s, "kind": k, "root_correct": r, "error": e, "answer": a, "confidence": c})
+        for i, s, k, r, e, a, c in zip(
+            frame["item_index"].to_list(), frame["sequence"].to_list(), frame.select(kind.alias("k"))["k"].to_list(),
+            frame["root_correct"].to_list(), frame["error"].to_list(), frame["answer"].to_list(), frame["confidence"].to_list(),
+            strict=True,
         )
     ]
     return frame.select(
-        pl.col("item_index").alias("episode"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("episode"),  # one episode per branch (item order, then sequence)
         pl.col("depth").alias("step"),
         pl.lit("train").alias("split"),
         "item_id",

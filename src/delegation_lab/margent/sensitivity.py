@@ -18,7 +18,6 @@ from delegation_lab.data.items import items_frame
 from delegation_lab.margent import analysis, study
 from delegation_lab.margent.collect import build_tree
 from delegation_lab.margent.params import SimulatorParams
-from delegation_lab.margent.schemas import AgentView
 from delegation_lab.margent.simulator import SimulatedTeam
 from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree

@@ -16,6 +16,7 @@ from delegation_lab.config import Params, Price
 from delegation_lab.data.items import Item, items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.margent import analysis, distill, evaluate, policy
+from delegation_lab.margent import paper_figures as paper
 from delegation_lab.margent.collect import CollectStats, build_tree, views_frame
 from delegation_lab.margent.features import FEATURES
 from delegation_lab.margent.llm_team import LLMTeam, team_solvers
@@ -98,9 +99,9 @@ class Collected:
 
 
 def collect_all(team: Team, pools: Pools, margent: MargentParams, dataset: str, progress: bool = False) -> Collected:
-    """Interventional collection on the collection pool; full trees (with the prompted manager's
-    decisions) on the development and test pools, and the test tree once more with the Verifier's
-    candidate blanked."""
+    """Interventional collection on the collection pool; full trees on the development and test
+    pools (the test tree with the prompted manager's decisions), and the test tree once more with
+    the Verifier's candidate blanked."""
     pool = tuple(margent.subagents)
     full = SequenceTree(pool, len(pool))
     views = {name: agent_views(getattr(pools, name), margent, dataset) for name in POOLS}
@@ -114,8 +115,8 @@ def collect_all(team: Team, pools: Pools, margent: MargentParams, dataset: str, 
     for name, sees in (("dev", True), ("test", True), ("test", False)):
         if not views[name]:
             continue
-        frame, st = build_tree(team, views[name], scorer, full, mode="full", sees_candidate=sees, decisions=sees,
-                               pool_name=name, progress=progress)
+        frame, st = build_tree(team, views[name], scorer, full, mode="full", sees_candidate=sees,
+                               decisions=sees and name == "test", pool_name=name, progress=progress)
         stats[name if sees else "test_blank"] = st
         trees.append(frame)
     all_views = pl.concat([views_frame(views[name], name) for name in POOLS], how="vertical")
@@ -350,8 +351,6 @@ def _metrics(collection, margent, by_label, labels, selected, dev_scores, candid
     baselines = {"candidate": _point(candidate.rows), "force_all": fa, "prompted": _point(prompted.rows), "oracle": _point(oracle.rows)}
     if verifier is not None:
         baselines["forced_verifier"] = _point(verifier.rows)
-    from delegation_lab.margent import paper_figures as paper
-
     return {
         "table1": {**{k: v for k, v in t1.items()}, "paper": paper.TABLE1_MACRO},
         "table2": {**{a: marginal[a]["net_value"] for a in pool}, "paper": {a: paper.TABLE2_MACRO[a] for a in pool}},
