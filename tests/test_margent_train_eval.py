@@ -178,3 +178,21 @@ def test_rho_sweep_and_metrics(sim_study):
     assert m["ablation"]["blank"]["calls"] == m["ablation"]["with_candidate"]["calls"]  # same routing
     for meth in ev.methods:
         assert meth.walk.final.shape == (len(meth.seeds), 400)
+
+
+def test_a_smaller_pool_runs_end_to_end(tmp_path):
+    items = generate(ArithParams(), 500, seed=9)
+    margent = MargentParams.model_validate({
+        "subagents": ["Reasoner", "Extractor"], "simulator": {"manager": {"prompted_order": ["Reasoner"]}},
+        "collect": {"n_items": 250, "dev_items": 100, "test_items": 100, "depth": 2},
+        "distill": {"rho": [0, "all"]}, "manager": {"epochs": 60, "seeds": 1}, "eval": {"resamples": 50},
+    })
+    split = lambda part, name: [i.model_copy(update={"split": name}) for i in part]  # noqa: E731
+    pools = study.sample_pools(items_frame(split(items[:380], "train")), items_frame(split(items[380:], "test")), margent.collect)
+    got = study.collect_all(SimulatedTeam(margent.simulator, PRICES), pools, margent, "arith")
+    assert set(got.collection["agent"].drop_nulls()) == {"Reasoner", "Extractor"} and got.collection["depth"].max() <= 2
+    trained = study.train_managers(got.collection, got.views, margent, tmp_path)
+    ev = study.evaluate_all(got.collection, got.trees, trained.result.policy, [(study.rho_label(r), s) for r, s in trained.grid], margent)
+    assert "forced_verifier" not in ev.metrics["baselines"] and ev.metrics["baselines"]["force_all"]["calls"] == 2.0
+    assert set(ev.metrics["table2"]) == {"Reasoner", "Extractor", "paper"}
+    assert ev.metrics["ablation"]["blank"]["accuracy"] == pytest.approx(ev.metrics["ablation"]["with_candidate"]["accuracy"])  # no Verifier
