@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.games.params import HistoryGameParams
+from delegation_lab.margent.params import MargentParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 
 # --------------------------------------------------------------------------------------------
@@ -352,6 +353,8 @@ class Params(ParamsModel):
     """The shared cost-accuracy frontier (stage `frontier`)."""
     history_game: HistoryGameParams = HistoryGameParams()
     """History-dependent equilibria and virtual money transfer, History Matters §2.3-§3.3 (stage `history_game`)."""
+    margent: MargentParams = MargentParams()
+    """MARGENT (seed 001): interventional collection, distillation, learned delegate-or-commit manager (stages `margent_*`)."""
 
     @field_validator("solvers")
     @classmethod

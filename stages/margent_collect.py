@@ -1,0 +1,64 @@
+"""Stage `margent_collect`: interventional collection on train items (branch tree to depth D) and
+the full evaluation trees of the development and test pools (with the prompted manager's
+decisions, and the test tree again with the Verifier's candidate blanked)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from delegation_lab.margent import study
+from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.tables import read_table, write_json_atomic, write_parquet_atomic
+
+OUT = "results/margent"
+
+
+def collect(ctx: StageContext) -> None:
+    """Collect every branch and write results/margent/{collection,trees,views}.parquet."""
+    margent = ctx.params.margent
+    root = ctx.layout.root
+    train = read_table(ctx.layout.items("train"), "train items")
+    test = read_table(ctx.layout.items("test"), "test items")
+    pools = study.sample_pools(train, test, margent.collect)
+    for name in study.POOLS:  # fail on an unsupported dataset before any call is made
+        study.agent_views(getattr(pools, name), margent, ctx.params.data.dataset)
+    cache_dir = root / OUT / "cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)  # answers of real models (team llm); empty for the simulator
+    team = study.build_team(margent, ctx.params, cache_dir, progress=ctx.progress)
+    got = study.collect_all(team, pools, margent, ctx.params.data.dataset, progress=ctx.progress)
+    write_parquet_atomic(got.collection, root / OUT / "collection.parquet")
+    write_parquet_atomic(got.trees, root / OUT / "trees.parquet")
+    write_parquet_atomic(got.views, root / OUT / "views.parquet")
+
+    seconds = sum(s.seconds for s in got.stats.values())
+    branches = sum(s.branches for s in got.stats.values())
+    c = got.stats["collection"]
+    metrics = {
+        "team": margent.team,
+        "items": {name: len(getattr(pools, name)) for name in study.POOLS},
+        "collection": {
+            "branches": c.branches, "errors": c.errors, "cost_usd": round(c.cost_usd, 6), "seconds": round(c.seconds, 3),
+            "branches_per_s": round(c.branches / c.seconds, 1) if c.seconds else None,
+            "consult_calls": c.consult_calls, "revise_calls": c.revise_calls,
+            "root_accuracy": float(got.collection.filter(pl.col("depth") == 0)["correct"].mean()),
+        },
+        "all_trees": {"branches": branches, "seconds": round(seconds, 3), "branches_per_s": round(branches / seconds, 1) if seconds else None,
+                      "errors": sum(s.errors for s in got.stats.values())},
+        "backend_calls": team.backend_calls,
+    }
+    write_json_atomic(metrics, ctx.layout.metrics("margent_collect"))
+    write_json_atomic({"solver_set": study.solver_set(margent), "dataset": ctx.params.data.dataset, "pool": margent.subagents,
+                       "depth": margent.collect.depth, "team": margent.team}, root / OUT / "collect.json")
+    with ctx.tracker.stage_run("margent", "margent_collect", margent) as run:
+        with run.child("collection", margent.collect.seed, params=margent.collect) as child:
+            child.log_metrics({"collect": {k: v for k, v in metrics["collection"].items() if not isinstance(v, dict)},
+                               "all_trees": metrics["all_trees"], "backend_calls": team.backend_calls})
+    print(
+        f"margent_collect: {c.branches} branches from {len(pools.collection)} roots ({c.errors} error branches), "
+        f"{branches} in all with the dev/test trees; {metrics['all_trees']['branches_per_s']} branches/s; "
+        f"{team.backend_calls} backend calls"
+    )
+
+
+if __name__ == "__main__":
+    run_stage("margent_collect", collect)
