@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
+from delegation_lab.redref.params import RedrefParams
 
 # --------------------------------------------------------------------------------------------
 # data
@@ -349,6 +350,8 @@ class Params(ParamsModel):
     """MLflow tracking."""
     frontier: FrontierParams = FrontierParams()
     """The shared cost-accuracy frontier (stage `frontier`)."""
+    redref: RedrefParams = RedrefParams()
+    """REDEREF (seed 003): training-free belief-guided delegation (stage `redref`)."""
 
     @field_validator("solvers")
     @classmethod
