@@ -67,7 +67,8 @@ class MiniLMEmbedder:
 
     def __init__(self, model: Any):
         self.model = model
-        self.dim = int(model.get_sentence_embedding_dimension())
+        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = int(dim())
         self.name = "all-MiniLM-L6-v2"
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -168,7 +169,7 @@ class OutcomeMemory:
 
     def prior(self, x: np.ndarray, now: float, alpha0: float, beta0: float, decay: float, tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """alpha, beta [N] for a query embedded as x at time `now` (records at `now` or later are ignored)."""
-        alpha, beta = np.full(self.n_agents, alpha0), np.full(self.n_agents, beta0)
+        alpha, beta = np.full(self.n_agents, float(alpha0)), np.full(self.n_agents, float(beta0))
         past = [r for r in self.records if r.t < now]
         if not past:
             return alpha, beta
@@ -211,7 +212,7 @@ class BeliefState:
     def save(self, path: Path) -> Path:
         payload = {
             "version": 1,
-            "agents": {a: {"alpha": float(al), "beta": float(be)} for a, al, be in zip(self.agents, self.alpha, self.beta, strict=True)},
+            "agents": [{"name": a, "alpha": float(al), "beta": float(be)} for a, al, be in zip(self.agents, self.alpha, self.beta, strict=True)],
             "clock": self.clock,
             "memory": self.memory.to_json(),
         }
@@ -222,11 +223,11 @@ class BeliefState:
         path = Path(path)
         try:
             payload = json.loads(path.read_text())
-            names = list(payload["agents"])
+            names = [a["name"] for a in payload["agents"]]
             state = cls(
                 names,
-                np.array([payload["agents"][a]["alpha"] for a in names], dtype=float),
-                np.array([payload["agents"][a]["beta"] for a in names], dtype=float),
+                np.array([a["alpha"] for a in payload["agents"]], dtype=float),
+                np.array([a["beta"] for a in payload["agents"]], dtype=float),
                 OutcomeMemory.from_json(len(names), payload.get("memory", [])),
                 float(payload.get("clock", 0.0)),
             )
