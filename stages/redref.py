@@ -12,7 +12,7 @@ import polars as pl
 
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
-from delegation_lab.redref.memory import load_embedder, similarity
+from delegation_lab.redref.memory import EmbeddingCache, HashingEmbedder, load_embedder, similarity
 from delegation_lab.redref.trajectories import cached_steps, split_steps
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import SUMMARY_SCHEMA, TrajectoryWriter, write_summaries
@@ -53,11 +53,17 @@ def redref(ctx: StageContext) -> None:
         items = read_items(layout, ("train", "test")).select("item_id", "question")
         cached_inputs = ex.cached_inputs(labeled, items, params, list(ctx.params.solvers))
     embedder = load_embedder(params.embedding, params.hashing_dim)
+    if not isinstance(embedder, HashingEmbedder):  # model embeddings are cached across runs (data/redref/)
+        embedder = EmbeddingCache(embedder, layout.root / "data" / "redref")
     world = ex.build_world(params, embedder)
     phases.done("embed the task pool")
     rng = np.random.default_rng([params.seed, 1])
 
     metrics: dict = {"embedding": {"backend": embedder.name, "requested": params.embedding}}
+    if isinstance(embedder, EmbeddingCache):
+        metrics["embedding"]["cache"] = str(embedder.path.relative_to(layout.root))
+    cache_dir = layout.root / "data" / "redref"
+    write_json_atomic({"model": embedder.name, "cached": isinstance(embedder, EmbeddingCache)}, cache_dir / "index.json")
     metrics["judge"] = {"calibration": ex.calibrate_split_judge(world, params)}
     rq1, rq1_out, rq1_seq = ex.run_rq1(world, params, rng)
     rq2, rq2_out, rq2_seq = ex.run_rq2(world, params, rng)
@@ -107,8 +113,10 @@ def redref(ctx: StageContext) -> None:
     run_ids: dict[tuple[str, int], str | None] = {}
     with ctx.tracker.stage_run(STUDY, STUDY, params) as run:
         run.set_tags({"embedding": embedder.name})
+        logged = {"rq1": ("redref", "random"), "rq2": ("redref", "random"), "rq3": ("redref",)}  # ablations: parent metrics
         for tag, outcomes in (("rq1", rq1_out), ("rq2", rq2_out), ("rq3", rq3_out)):
-            for method, out in outcomes.items():
+            for method in logged[tag]:
+                out = outcomes[method]
                 for s in range(out.success.shape[0]):
                     with run.child(f"{tag}.{method}", s, params={"experiment": tag, "method": method}) as child:
                         child.log_series(_seed_series(out, s))

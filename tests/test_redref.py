@@ -131,6 +131,7 @@ def test_minilm_embedding_loads_offline_once_per_process():
     pytest.importorskip("sentence_transformers")
     first = load_embedder("minilm")
     second = load_embedder("auto")
+    assert "minilm" not in memory._MODELS or memory._MODELS["minilm"] is first.model  # loaded lazily
     assert first.name == second.name == "all-MiniLM-L6-v2" and first.model is second.model
     e = first.encode(["size a solar array for a clinic", "design the clinic's solar power supply", "recommend novels about grief"])
     assert e.shape == (3, 384) and np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
@@ -146,6 +147,23 @@ def test_embedding_falls_back_to_hashing_only_when_the_model_is_absent(monkeypat
     assert isinstance(fallback, HashingEmbedder) and fallback.dim == 64
     with pytest.raises(InputError, match="redref.embedding is 'minilm'"):
         load_embedder("minilm")
+
+
+def test_embedding_cache_encodes_each_text_once(tmp_path):
+    class Counting(HashingEmbedder):
+        calls = 0
+
+        def encode(self, texts):
+            Counting.calls += len(texts)
+            return super().encode(texts)
+
+    base = Counting(32)
+    cache = memory.EmbeddingCache(base, tmp_path)
+    first = cache.encode(["a b", "c d", "a b"])
+    again = memory.EmbeddingCache(base, tmp_path).encode(["c d", "a b"])  # a new process: read from disk
+    assert Counting.calls == 2 and np.allclose(again, first[[1, 0]], atol=1e-6)
+    (tmp_path / f"{base.name}.npz").write_bytes(b"garbage")
+    assert memory.EmbeddingCache(base, tmp_path).encode(["e"]).shape == (1, 32)  # an unreadable cache is rebuilt
 
 
 def test_beliefs_persist_as_json_across_sessions(tmp_path, world):

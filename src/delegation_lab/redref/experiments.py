@@ -124,6 +124,8 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
     if p.ablations:
         methods["redref_persistent"] = setup_for(params, "thompson", "persistent")
         methods["redref_reset"] = setup_for(params, "thompson", "reset")
+        slow = params.model_copy(update={"controller": params.controller.model_copy(update={"decay": params.controller.decay / 5})})
+        methods["redref_slow_decay"] = setup_for(slow, "thompson")
     outcomes = {m: run_sequences(world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]))
                 for k, (m, s) in enumerate(methods.items())}
     if p.ablations:  # the same loop with an oracle kernel: Jaccard overlap of the tasks' domain sets
@@ -139,7 +141,7 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
     metrics.update(method_summary(b, "random", res, rng))
     metrics.update(efficiency_summary(a, b, res, rng))
     ablation = {}
-    for name in ("redref_persistent", "redref_reset", "redref_domain_kernel"):
+    for name in ("redref_persistent", "redref_reset", "redref_slow_decay", "redref_domain_kernel"):
         if name in outcomes:
             o = outcomes[name]
             ablation[name.removeprefix("redref_")] = {

