@@ -119,9 +119,10 @@ def redref(ctx: StageContext) -> None:
                 out = outcomes[method]
                 for s in range(out.success.shape[0]):
                     with run.child(f"{tag}.{method}", s, params={"experiment": tag, "method": method}) as child:
-                        child.log_series(_seed_series(out, s))
-                        child.log_metrics({"eval/success": float(out.success[s].mean()), "eval/calls": float(out.calls[s].mean()),
-                                           "eval/tokens": float(out.tokens[s].mean()), "eval/quality": float(out.quality[s].mean())})
+                        # per-task curves (step = task) and the seed's means (step 0), in one batch
+                        child.log_series({**_seed_series(out, s), "eval/success": [float(out.success[s].mean())],
+                                          "eval/calls": [float(out.calls[s].mean())], "eval/tokens": [float(out.tokens[s].mean())],
+                                          "eval/quality": [float(out.quality[s].mean())]})
         with run.child("judge_noise", None, params=params.judge_noise) as child:
             child.log_metrics({f"regret/delta_{k}": v["regret"] for k, v in noise["by_delta"].items()})
             child.log_metrics({"regret/loglog_slope": noise["loglog_slope"]})
@@ -129,10 +130,12 @@ def redref(ctx: StageContext) -> None:
             frame = pl.DataFrame(summary_rows)
             for (method, seed), part in frame.partition_by(["method", "seed"], as_dict=True).items():
                 with run.child(f"cached.{method}", seed, params={"experiment": "cached", "method": method}) as child:
-                    for r in part.iter_rows(named=True):
-                        op = r["operating_point"].replace("B=", "b")
-                        child.log_metrics({f"{op}/eval/accuracy": r["accuracy"], f"{op}/cost/per_item_usd": r["cost_per_item_usd"],
-                                           f"{op}/eval/calls_per_item": r["calls_per_item"]})
+                    child.log_metrics({
+                        f"{r['operating_point'].replace('B=', 'b')}/{key}": r[col]
+                        for r in part.iter_rows(named=True)
+                        for key, col in (("eval/accuracy", "accuracy"), ("cost/per_item_usd", "cost_per_item_usd"),
+                                         ("eval/calls_per_item", "calls_per_item"))
+                    })
                     run_ids[(method, seed)] = child.run_id
         run.log_metrics({"rq1": {k: v for k, v in rq1.items() if isinstance(v, float)},
                          "rq2": {k: v for k, v in rq2.items() if isinstance(v, float)},

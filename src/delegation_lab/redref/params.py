@@ -41,14 +41,14 @@ class JudgeNoiseRates(ParamsModel):
 
 
 class ControllerParams(ParamsModel):
-    max_depth: int = Field(30, gt=0)
+    max_depth: int = Field(40, gt=0)
     """D: most delegation rounds per task (Algorithm 1, line 6); a forced-exploration round counts."""
-    budget: float = Field(60_000.0, gt=0)
+    budget: float = Field(100_000.0, gt=0)
     """B: most tokens (prompt + completion, judge excluded) one task may spend (lines 7 and 17)."""
     cooldown: int = Field(8, ge=0)
     """r: rounds an agent is excluded after being selected; when all agents cool, the one with the
     smallest remaining cooldown is released (forced exploration, lines 10-12)."""
-    plateau: int = Field(12, ge=1)
+    plateau: int = Field(16, ge=1)
     """k: stop after k consecutive attempts without a judged improvement (line 38)."""
     prior: Literal["memory", "persistent", "reset"] = "memory"
     """Beliefs at a task's start: `memory` = memory-aware priors (eqs. 3-6, REDEREF full);
@@ -151,7 +151,7 @@ class JudgeParams(ParamsModel):
 class Rq1Params(ParamsModel):
     n_tasks: int = Field(60, ge=1)
     """Tasks per seed, in one sequence (beliefs and memory carry over between tasks)."""
-    seeds: int = Field(30, ge=2)
+    seeds: int = Field(60, ge=2)
     """Seeds (each its own task sequence; REDEREF and random see the same one)."""
     ablations: bool = True
     """Also run REDEREF with `persistent` and `reset` priors (no memory), with decay lambda / 5, and
