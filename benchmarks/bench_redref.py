@@ -37,7 +37,7 @@ def main() -> None:
     proto_seeds, proto_tasks = 2, 20
     small = params.model_copy(update={"protocol": params.protocol.model_copy(update={"tasks": proto_tasks, "seeds": proto_seeds})})
     t = time.perf_counter()
-    metrics, _ = ex.run_protocol(world, small)
+    metrics, _, _ = ex.run_protocol(world, small)
     t_proto = time.perf_counter() - t
 
     n = seeds * n_tasks

@@ -5,7 +5,9 @@ results/summaries/redref.parquet; logs MLflow experiment `redref`."""
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -69,7 +71,7 @@ def redref(ctx: StageContext) -> None:
     rq2, rq2_out, rq2_seq = ex.run_rq2(world, params, rng)
     rq3, rq3_out, rq3_seq = ex.run_rq3(world, params, rng)
     noise, sweep = ex.run_judge_noise(params, rng)
-    protocol, _ = ex.run_protocol(world, params)
+    protocol, _, belief_states = ex.run_protocol(world, params)
     phases.done("RQ1-RQ3, judge noise, protocol run")
     metrics.update({"rq1": rq1, "rq2": rq2, "rq3": rq3, "judge_noise": noise, "protocol": protocol})
     print(f"redref: RQ1 tokens {rq1['tokens_ratio']:.3f}x calls {rq1['calls_ratio']:.3f}x time {rq1['time_ratio']:.3f}x; "
@@ -180,6 +182,9 @@ def redref(ctx: StageContext) -> None:
         metrics["runtime_s"] = {**phases.seconds, "total": round(time.perf_counter() - phases.start, 1)}
         write_json_atomic(metrics, layout.metrics(STUDY))
         run.log_artifacts(folder, "plots")
+        with tempfile.TemporaryDirectory() as tmp:  # the protocol run's beliefs + memory, loadable by BeliefState.load
+            for s, state in enumerate(belief_states):
+                run.log_artifact(state.save(Path(tmp) / f"beliefs_protocol_seed{s}.json"), "beliefs")
         run.log_artifact(layout.metrics(STUDY))
     print(f"redref: done in {metrics['runtime_s']['total']} s ({embedder.name} embeddings)")
 

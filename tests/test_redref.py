@@ -21,11 +21,11 @@ from delegation_lab.redref.cached import CachedArms, route_cached
 from delegation_lab.redref.controller import Redref, competence_weighted_vote, merge_sections
 from delegation_lab.redref.engine import STOP_CODES, run_sequences
 from delegation_lab.redref.judge import (
-    JUDGE_ROLE, calibrate, noisy_verdict, parse_judge_reply, supporting_fact_recall,
+    JUDGE_ROLE, calibrate, draft_score, noisy_verdict, parse_judge_reply, supporting_fact_recall,
 )
 from delegation_lab.redref.memory import BeliefState, HashingEmbedder, OutcomeMemory, load_embedder, memory_prior, similarity
 from delegation_lab.redref.params import GENERALISTS, SPECIALISTS, ControllerParams, RedrefParams
-from delegation_lab.redref.tasks import build_zoo, generate_tasks, parse_sections, render_sections, wanted_parts
+from delegation_lab.redref.tasks import parse_sections, render_sections, wanted_parts
 from delegation_lab.solvers.base import Generation, Request, Solver
 
 from .conftest import REPO
@@ -367,8 +367,6 @@ def test_engine_and_protocol_controller_agree(world):
             item = world.pool.item(int(t), world.zoo)
             r = ctrl.run(item)
             calls.append(r.calls)
-            from delegation_lab.redref.judge import draft_score
-
             success.append(draft_score(world.zoo, 100 + s, item, r.answer.split("\n\nKey facts")[0], frozenset()) >= 85)
     engine = run_sequences(world.zoo, world.pool, np.repeat(seq, 10, axis=0), world.sim, ex.setup_for(params),
                            np.random.default_rng(4), log_steps=False)

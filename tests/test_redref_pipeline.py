@@ -75,6 +75,8 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     names = {r.info.run_name for r in runs}
     assert {"redref", "rq1.redref/seed=0", "rq1.random/seed=3", "cached.redref/seed=2", "judge_noise"} <= names
+    parent = next(r for r in runs if r.info.run_name == "redref")
+    assert [a.path for a in client.list_artifacts(parent.info.run_id, "beliefs")] == ["beliefs/beliefs_protocol_seed0.json"]
 
 
 @pytest.mark.slow

@@ -317,16 +317,18 @@ def calibrate_split_judge(world: World, params: RedrefParams) -> dict[str, Any]:
 # the protocol controller beside the engine
 
 
-def run_protocol(world: World, params: RedrefParams) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_protocol(world: World, params: RedrefParams) -> tuple[dict[str, Any], list[dict[str, Any]], list[BeliefState]]:
     """Algorithm 1 one task at a time through Solver / Request / Generation, on the simulated agents
-    and judge, beside the vectorised engine on the same task sequences."""
+    and judge, beside the vectorised engine on the same task sequences. Returns the metrics, the
+    steps and each seed's final beliefs (to persist as JSON)."""
     p = params.protocol
     if p.tasks == 0:
-        return {"tasks": 0}, []
+        return {"tasks": 0}, [], []
     rng = np.random.default_rng([params.seed, 16])
     seq = draw_sequences(np.arange(world.pool.size), p.seeds, p.tasks, rng, "protocol")
     rows: list[dict[str, Any]] = []
     success, calls, tokens = np.zeros(seq.shape), np.zeros(seq.shape), np.zeros(seq.shape)
+    states = []
     for s in range(p.seeds):
         seed = params.seed + 104729 * (s + 1)
         controller = Redref(protocol_agents(world, seed), protocol_judge(world, params, seed), params.controller,
@@ -341,6 +343,7 @@ def run_protocol(world: World, params: RedrefParams) -> tuple[dict[str, Any], li
             tokens[s, t] = result.spent
             for step in result.steps:
                 rows.append({"seed": s, "task": t, "item_id": item.item_id, **step.__dict__})
+        states.append(controller.state)
     engine = run_sequences(world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
                            np.random.default_rng([params.seed, 18]), log_steps=False)
     metrics = {
@@ -349,7 +352,7 @@ def run_protocol(world: World, params: RedrefParams) -> tuple[dict[str, Any], li
         "engine": {"success": _r(100 * engine.success.mean(), 2), "calls": _r(engine.calls.mean(), 3),
                    "tokens": _r(engine.tokens.mean(), 1)},
     }
-    return metrics, rows
+    return metrics, rows, states
 
 
 # --------------------------------------------------------------------------------------------
