@@ -134,10 +134,11 @@ def plot_cached(frame: pl.DataFrame, singles: dict[str, tuple[float, float]], ou
         g = g.sort("cost_per_item_usd")
         ax.errorbar(g["cost_per_item_usd"], g["accuracy"], yerr=g["accuracy_sd"], fmt="o-", capsize=2, label=method)
         for r in g.iter_rows(named=True):
-            ax.annotate(r["operating_point"], (r["cost_per_item_usd"], r["accuracy"]), fontsize=6, alpha=0.7)
+            ax.annotate(r["operating_point"], (r["cost_per_item_usd"], r["accuracy"]), xytext=(4, -8),
+                        textcoords="offset points", fontsize=6, alpha=0.7)
     for name, (cost, acc) in singles.items():
         ax.plot(cost, acc, "s", color="black")
-        ax.annotate(f"always-{name}", (cost, acc), fontsize=7)
+        ax.annotate(f"always-{name}", (cost, acc), xytext=(6, 4), textcoords="offset points", fontsize=7)
     if frame.is_empty():
         ax.text(0.5, 0.5, "routing on cached answers is disabled (redref.cached.enabled: false)", ha="center", transform=ax.transAxes)
     else:
@@ -146,7 +147,7 @@ def plot_cached(frame: pl.DataFrame, singles: dict[str, tuple[float, float]], ou
     ax.set_ylabel("accuracy (test split)")
     ax.set_title("REDEREF routing on cached answers, budgets B as operating points")
     if not frame.is_empty():
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="center left")
     return _save(fig, out)
 
 
