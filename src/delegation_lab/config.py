@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
+from delegation_lab.redref.params import RedrefParams
 
 # --------------------------------------------------------------------------------------------
 # data
@@ -355,6 +356,8 @@ class Params(ParamsModel):
     """History-dependent equilibria and virtual money transfer, History Matters §2.3-§3.3 (stage `history_game`)."""
     margent: MargentParams = MargentParams()
     """MARGENT (seed 001): interventional collection, distillation, learned delegate-or-commit manager (stages `margent_*`)."""
+    redref: RedrefParams = RedrefParams()
+    """REDEREF (seed 003): training-free belief-guided delegation (stage `redref`)."""
 
     @field_validator("solvers")
     @classmethod

@@ -1,0 +1,236 @@
+"""Algorithm 1 on the split-knowledge tasks, batched over seeds: every seed runs its own task
+sequence (beliefs and memory carry over between tasks), all seeds advance together round by round.
+
+The decisions are `policy.py`'s, exactly as the protocol controller (`controller.py`) takes them;
+what the engine adds is a vectorised simulation of the agents and the judge that follows the same
+model as `tasks.SplitKnowledgeBackend` and `judge.SimulatedJudgeBackend`:
+
+- agent i writes each part k the critique names missing or weak (best-draft score < fact_score)
+  that it covers, with probability competence[i, k], at a score ~ N(quality[i, k], quality_sd)
+  clipped to [0, 100]; the candidate is the best draft with those parts replaced; its score is the mean over the task's parts (0 for a missing part);
+- y: the candidate beats the best draft by more than improve_margin (a positive marginal
+  contribution), seen through the judge's FP / FN flips, or short-circuited to 1 when the task is
+  checkable and the candidate states more key facts (parts scoring >= fact_score);
+- the SUCCESS verdict: score >= success_score through the same noise, or 1 when checkable and all
+  key facts are present; the task stops when an accepted candidate is judged a success;
+- tokens: prompt = the query in the agent template + retrieval context (specialists) + the refined
+  query's additions (the best draft so far, whose parts keep the tokens they were written with, and
+  the last critique); completion ~ log-normal by class, shared among the parts the call wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from delegation_lab.redref import policy
+from delegation_lab.redref.judge import noisy_verdict
+from delegation_lab.redref.memory import memory_prior, window
+from delegation_lab.redref.params import ControllerParams
+from delegation_lab.redref.tasks import TaskPool, Zoo
+
+STOP_CODES = {"success": 0, "depth": 1, "budget": 2, "plateau": 3}
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    controller: ControllerParams
+    fp: float
+    fn: float
+    success_score: float
+    selection: policy.Selection = "thompson"
+    prior: Literal["memory", "persistent", "reset"] | None = None  # None: controller.prior
+
+    @property
+    def prior_mode(self) -> str:
+        return self.prior or self.controller.prior
+
+
+@dataclass
+class SequenceOutcome:
+    """Per seed x task results (and per agent where the last axis is N)."""
+
+    success: np.ndarray  # bool [S, T]: true final score >= success_score
+    judged_success: np.ndarray  # bool [S, T]
+    quality: np.ndarray  # float [S, T]: true score of the final answer
+    calls: np.ndarray  # int [S, T]
+    rounds: np.ndarray  # int [S, T] (forced-exploration rounds included)
+    tokens: np.ndarray  # float [S, T]
+    time_to_success: np.ndarray  # float [S, T]: round of the first judged success; nan when none
+    good_uses: np.ndarray  # int [S, T]: calls with a positive marginal contribution
+    bad_uses: np.ndarray  # int [S, T]: the other calls
+    stop: np.ndarray  # int [S, T]: STOP_CODES
+    belief_start: np.ndarray  # float [S, T, N]: posterior mean at the task's start
+    first_pick: np.ndarray  # float [S, T, N]: round an agent was first selected; nan when never
+    contributions: np.ndarray  # int [S, T, N]: an agent's calls with a positive marginal contribution
+    steps: dict[str, np.ndarray] = field(default_factory=dict)  # one entry per round (trajectories)
+
+
+def _lognormal(rng: np.random.Generator, mean: np.ndarray, cv: float) -> np.ndarray:
+    if cv == 0:
+        return np.round(mean)
+    sigma2 = np.log1p(cv**2)
+    return np.maximum(1.0, np.round(rng.lognormal(np.log(mean) - sigma2 / 2, np.sqrt(sigma2))))
+
+
+def run_sequences(
+    zoo: Zoo,
+    pool: TaskPool,
+    seq: np.ndarray,
+    sim_pool: np.ndarray,
+    setup: EngineSetup,
+    rng: np.random.Generator,
+    impaired: tuple[int, int] | None = None,
+    log_steps: bool = True,
+) -> SequenceOutcome:
+    """Run every seed's task sequence seq[s] (pool indices, shape [S, T]).
+
+    sim_pool: K over the pool's task embeddings [P, P]. impaired: (agent, first task) — from that
+    task on the agent never writes a usable part (forced to fail, RQ3)."""
+    c = setup.controller
+    zp = zoo.params
+    S, T = seq.shape
+    N = K = zoo.n
+    rows = np.arange(S)
+    mode = setup.prior_mode
+    W = window(c.decay, c.memory_tolerance, T)
+    pos = np.zeros((S, T, N))
+    neg = np.zeros((S, T, N))
+    carried_alpha, carried_beta = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
+    out = SequenceOutcome(
+        success=np.zeros((S, T), bool), judged_success=np.zeros((S, T), bool), quality=np.zeros((S, T)),
+        calls=np.zeros((S, T), int), rounds=np.zeros((S, T), int), tokens=np.zeros((S, T)),
+        time_to_success=np.full((S, T), np.nan), good_uses=np.zeros((S, T), int), bad_uses=np.zeros((S, T), int),
+        stop=np.full((S, T), STOP_CODES["depth"]), belief_start=np.zeros((S, T, N)),
+        first_pick=np.full((S, T, N), np.nan), contributions=np.zeros((S, T, N), int),
+    )
+    log: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "seed", "task", "depth", "agent", "theta", "verdict", "success_verdict", "alpha", "beta", "tokens",
+        "improved", "judged", "forced")}
+
+    def record(mask: np.ndarray, t: int, d: int, agent: np.ndarray, theta: np.ndarray, y: np.ndarray, e: np.ndarray,
+               alpha: np.ndarray, beta: np.ndarray, tokens: np.ndarray, improved: np.ndarray, judged: np.ndarray,
+               forced: bool) -> None:
+        if not log_steps or not mask.any():
+            return
+        idx = np.nonzero(mask)[0]
+        a = agent[idx]
+        log["seed"].append(idx)
+        log["task"].append(np.full(idx.size, t))
+        log["depth"].append(np.full(idx.size, d))
+        log["agent"].append(np.where(forced, -1, a))
+        log["theta"].append(np.where(forced, np.nan, theta[idx, a]))
+        log["verdict"].append(y[idx].astype(float) if not forced else np.full(idx.size, np.nan))
+        log["success_verdict"].append(e[idx].astype(float) if not forced else np.full(idx.size, np.nan))
+        log["alpha"].append(alpha[idx, a])
+        log["beta"].append(beta[idx, a])
+        log["tokens"].append(tokens[idx])
+        log["improved"].append(improved[idx])
+        log["judged"].append(judged[idx])
+        log["forced"].append(np.full(idx.size, forced))
+
+    competence = zoo.competence
+    for t in range(T):
+        task = seq[:, t]
+        req = pool.required[task]
+        n_req = req.sum(axis=1)
+        checkable = pool.checkable[task]
+        if mode == "memory":
+            lo = max(0, t - W)
+            if t > lo:
+                sim = sim_pool[task[:, None], seq[:, lo:t]]
+                dt = np.broadcast_to(t - np.arange(lo, t, dtype=float), sim.shape)
+                alpha, beta = memory_prior(sim, dt, pos[:, lo:t], neg[:, lo:t], c.alpha0, c.beta0, c.decay)
+            else:
+                alpha, beta = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
+        elif mode == "persistent":
+            alpha, beta = carried_alpha.copy(), carried_beta.copy()
+        else:
+            alpha, beta = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
+        out.belief_start[:, t] = policy.posterior_mean(alpha, beta)
+        if impaired is not None and t >= impaired[1]:
+            competence = zoo.competence.copy()
+            competence[impaired[0]] = 0.0
+        cool = np.zeros((S, N), dtype=int)
+        spent = np.zeros(S)
+        part_q = np.zeros((S, K))
+        draft_q = np.zeros(S)
+        query_tokens = pool.tokens[task].astype(float)
+        draft_tokens = np.zeros((S, K))
+        no_improvement = np.zeros(S, dtype=int)
+        active = np.ones(S, dtype=bool)
+        for d in range(1, c.max_depth + 1):
+            out_of_budget = active & (spent >= c.budget)
+            out.stop[out_of_budget, t] = STOP_CODES["budget"]
+            active &= ~out_of_budget
+            if not active.any():
+                break
+            theta = policy.sample_scores(alpha, beta, cool, rng, setup.selection)
+            forced = active & ~np.isfinite(theta).any(axis=1)
+            if forced.any():
+                j = policy.release_one(cool, forced)
+                out.rounds[forced, t] += 1
+                zeros = np.zeros(S)
+                record(forced, t, d, j, theta, zeros, zeros, alpha, beta, zeros, np.zeros(S, bool), np.zeros(S, bool), True)
+            act = active & ~forced
+            if not act.any():
+                continue
+            i = policy.select(theta, alpha, beta)
+            out.rounds[act, t] += 1
+            out.calls[act, t] += 1
+            first = act & np.isnan(out.first_pick[rows, t, i])
+            out.first_pick[rows[first], t, i[first]] = out.rounds[first, t]
+            tokens_out = _lognormal(rng, zoo.tokens_out_mean[i], zp.tokens_cv)
+            critique = zp.critique_tokens if d > 1 else 0.0
+            usage = query_tokens + draft_tokens.sum(axis=1) + critique + zoo.tokens_in_extra[i] + tokens_out
+            spent = np.where(act, spent + usage, spent)
+            out.tokens[act, t] += usage[act]
+            over = act & (spent > c.budget)
+            out.stop[over, t] = STOP_CODES["budget"]
+            active &= ~over
+            ok = act & ~over
+            # the agent's candidate
+            weak = req & (part_q < zp.fact_score)  # what the critique asks for
+            wrote = ok[:, None] & weak & (rng.random((S, K)) < competence[i])
+            q_new = np.clip(zoo.quality[i] + zp.quality_sd * rng.standard_normal((S, K)), 0.0, 100.0)
+            cand_q = np.where(wrote, q_new, part_q)
+            cand_score = (cand_q * req).sum(axis=1) / n_req
+            improved = ok & (cand_score - draft_q > c.improve_margin)
+            facts_c = ((cand_q >= zp.fact_score) & req).sum(axis=1)
+            facts_d = ((part_q >= zp.fact_score) & req).sum(axis=1)
+            u = rng.random((S, 2))
+            y = np.where(checkable & (facts_c > facts_d), True, noisy_verdict(improved, u[:, 0], setup.fp, setup.fn)) & ok
+            e = np.where(checkable & (facts_c == n_req), True,
+                         noisy_verdict(cand_score >= setup.success_score, u[:, 1], setup.fp, setup.fn)) & ok
+            policy.update(alpha, beta, i, y, ok)
+            okr = rows[ok]
+            pos[okr, t, i[ok]] += y[ok]
+            neg[okr, t, i[ok]] += 1.0 - y[ok]
+            out.good_uses[improved, t] += 1
+            out.bad_uses[act & ~improved, t] += 1
+            out.contributions[rows[improved], t, i[improved]] += 1
+            record(act, t, d, i, theta, y, e, alpha, beta, usage, improved, ok, False)
+            accept = ok & y
+            part_q = np.where(accept[:, None], cand_q, part_q)
+            draft_q = np.where(accept, cand_score, draft_q)
+            per_part = tokens_out / np.maximum(wrote.sum(axis=1), 1)
+            draft_tokens = np.where(accept[:, None] & wrote, per_part[:, None], draft_tokens)
+            done = accept & e
+            out.judged_success[done, t] = True
+            out.time_to_success[done, t] = out.rounds[done, t]
+            out.stop[done, t] = STOP_CODES["success"]
+            active &= ~done
+            carry_on = ok & ~done
+            policy.cool_down(cool, i, c.cooldown, carry_on)
+            no_improvement = np.where(ok, np.where(y, 0, no_improvement + 1), no_improvement)
+            plateau = carry_on & (no_improvement >= c.plateau)
+            out.stop[plateau, t] = STOP_CODES["plateau"]
+            active &= ~plateau
+        out.quality[:, t] = draft_q
+        out.success[:, t] = draft_q >= setup.success_score
+        carried_alpha, carried_beta = alpha, beta
+    if log_steps:
+        out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in log.items()}
+    return out
