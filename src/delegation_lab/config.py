@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from delegation_lab.market.params import MarketParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 
 # --------------------------------------------------------------------------------------------
@@ -349,6 +350,8 @@ class Params(ParamsModel):
     """MLflow tracking."""
     frontier: FrontierParams = FrontierParams()
     """The shared cost-accuracy frontier (stage `frontier`)."""
+    market: MarketParams = MarketParams()
+    """Sequential-auction markets, seed 004 (stage `market`)."""
 
     @field_validator("solvers")
     @classmethod
