@@ -92,6 +92,7 @@ class StepLog:
     place: torch.Tensor
     item: torch.Tensor
     features: torch.Tensor  # [W, K, F]
+    hidden: torch.Tensor | None  # [W, K, A, H] activations of a frozen trunk, reused when learning
     agents: torch.Tensor  # [W, K, M] the candidate bidders (agent index)
     bidding: torch.Tensor  # [W, K, M]
     bids: torch.Tensor  # [W, K, M] $
@@ -172,7 +173,8 @@ class Market:
                 break
             x = d.features(state)
             agents, valid = d.candidates(state)
-            heads = read_heads(self.nets.forward_candidates(x, agents), value_init)  # every bidder, one pass
+            hidden = self.nets.hidden_layer(x)  # every agent of every market on every state: one pass
+            heads = read_heads(self.nets.pick(self.nets.output(hidden), agents), value_init)
             shade = self.bidder.shade(heads, self.gen)
             xi, valuation = shade.xi, heads.value
             if explore_std > 0:  # multiplicative shade noise, capped so no bid exceeds its valuation
@@ -220,7 +222,7 @@ class Market:
             calls += c.sold.float()
             steps.append(
                 StepLog(
-                    active=active, place=place, item=d.item(state), features=x, agents=agents, bidding=bidding, bids=bids, valuation=valuation,
+                    active=active, place=place, item=d.item(state), features=x, hidden=hidden if self.nets.frozen else None, agents=agents, bidding=bidding, bids=bids, valuation=valuation,
                     value=heads.value, xi=xi, z=shade.z, logp=shade.logp, probe=probe, winner=c.winner, winner_slot=slot, sold=c.sold,
                     b1=c.b1, b2=c.b2, buyer_pays=pays, seller_gets=proceeds, subsidy=subsidy, holder=holder,
                     holder_income=holder_income, unsold_end=unsold_end, cost=cost, terminal=terminal, done=done & c.sold,
@@ -319,6 +321,10 @@ class Market:
         )
         return x, agents, samples, target, won
 
+    def _stack_hidden(self, log: RoundLog) -> torch.Tensor:
+        h = torch.stack([s.hidden for s in log.steps]).transpose(0, 1)  # [W, T, K, A, H]
+        return h.reshape(h.shape[0], -1, *h.shape[3:])
+
     def per_agent_weight(self, agents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """1 / (samples of that agent) where mask, else 0: each agent's loss is a mean over its own samples."""
         W, A = self.worlds.n, self.domain.n_agents
@@ -333,8 +339,10 @@ class Market:
         w_value = self.per_agent_weight(agents, won)
         w_shade = self.per_agent_weight(agents, samples.bid)
         last: dict[str, float] = {}
+        hidden = self._stack_hidden(log) if self.nets.frozen else None
         for _ in range(self.bidder.epochs):
-            heads = read_heads(self.nets.forward_candidates(x, agents), value_init)
+            out = self.nets.output(hidden) if hidden is not None else self.nets(x)
+            heads = read_heads(self.nets.pick(out, agents), value_init)
             nll = 0.5 * ((target[..., None] - heads.value) / heads.value_std) ** 2 + torch.log(heads.value_std)
             value_loss = (w_value * nll).sum()
             shade_loss = (w_shade * self.bidder.shade_loss(heads, samples)).sum()

@@ -98,30 +98,28 @@ class AgentNets(nn.Module):
         ident = (self.identity.unsqueeze(2) @ self.w_id).squeeze(2) + self.b_hidden  # [W, A, H]
         return torch.tanh(state + ident[:, :, None, :]).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [W, N, F] states -> [W, N, A, N_OUT]: every agent on every state in one pass."""
-        h = self.hidden_layer(x)
+    def output(self, h: torch.Tensor) -> torch.Tensor:
+        """Hidden activations [W, N, A, H] -> every agent's private heads [W, N, A, N_OUT]."""
         return torch.einsum("wnah,waho->wnao", h, self.w_out) + self.b_out[:, None]
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [W, N, F] states -> [W, N, A, N_OUT]: every agent on every state in one pass."""
+        return self.output(self.hidden_layer(x))
+
+    @property
+    def frozen(self) -> bool:
+        return self.trunk == "frozen"
+
+    @staticmethod
+    def pick(out: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+        """[W, N, A, N_OUT] -> the bidders' rows [W, N, M, N_OUT]."""
+        return torch.gather(out, 2, agents[..., None].expand(-1, -1, -1, out.shape[-1]))
+
     def forward_candidates(self, x: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
-        """x: [W, N, F] states, agents: [W, N, M] the bidders of each state's auction (any index
-        where padded) -> [W, N, M, N_OUT]: every bidder of every auction in one pass."""
-        W, N, M = agents.shape
-        flat = agents.reshape(W, N * M)
-        if self.trunk != "private":
-            state = x @ self.w_state[:, 0]  # [W, N, H]: once per state, whatever the number of bidders
-            ident = self.identity @ self.w_id[:, 0] + self.b_hidden  # [W, A, H]
-            ident = torch.gather(ident, 1, flat[..., None].expand(-1, -1, ident.shape[-1])).view(W, N, M, -1)
-            h = torch.tanh(state[:, :, None, :] + ident)
-        else:
-            w = self.w_state[torch.arange(W, device=x.device)[:, None], flat].view(W, N, M, *self.w_state.shape[2:])
-            ident = (self.identity.unsqueeze(2) @ self.w_id).squeeze(2) + self.b_hidden  # [W, A, H]
-            ident = torch.gather(ident, 1, flat[..., None].expand(-1, -1, ident.shape[-1])).view(W, N, M, -1)
-            h = torch.tanh(torch.einsum("wnf,wnmfh->wnmh", x, w) + ident)
-        rows = torch.arange(W, device=x.device)[:, None]
-        w_out = self.w_out[rows, flat].view(W, N, M, *self.w_out.shape[2:])
-        b_out = self.b_out[rows, flat].view(W, N, M, -1)
-        return (h[..., None] * w_out).sum(-2) + b_out  # many tiny matmuls: multiply-add beats bmm
+        """x: [W, N, F] states, agents: [W, N, M] the bidders of each state's auction (any valid
+        index where padded) -> [W, N, M, N_OUT]. Every agent is evaluated in the one batched pass
+        and the bidders' outputs are picked out (cheaper than gathering per-bidder weights)."""
+        return self.pick(self(x), agents)
 
     def forward_agent(self, x: torch.Tensor, agent: int) -> torch.Tensor:
         """x: [W, N, F] -> [W, N, N_OUT] for one agent alone: the per-agent path the benchmark compares against."""

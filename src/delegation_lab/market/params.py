@@ -80,8 +80,8 @@ class ThompsonParams(ParamsModel):
 
 
 class BayesOptimalParams(ParamsModel):
-    grid: int = Field(141, ge=3)
-    """Candidate shades (logit-spaced between shade_min and shade_max) searched for argmax (1 - xi) P(win | xi)."""
+    iterations: int = Field(30, ge=1, le=100)
+    """Bisection steps on the first-order condition of argmax (1 - xi) P(win | xi) (the maximiser is unique)."""
     sigma_floor: float = Field(0.05, gt=0)
     """Smallest std of the Gaussian belief over the logit of the winning shade."""
 
@@ -255,8 +255,8 @@ class AnswersParams(ParamsModel):
 
 
 class TrajectoryParams(ParamsModel):
-    train_every: int = Field(1, ge=1)
-    """Write the auctions of every n-th training round to the trajectory store (1 = every auction); held-out rounds are always written."""
+    train_every: int = Field(5, ge=1)
+    """Write every auction of every n-th training round (1 = all of them, ~5 M rows at the default scale); the chain's final rounds and the answers test split are always written in full."""
 
 
 class MarketParams(ParamsModel):

@@ -23,7 +23,7 @@ def make_bidder(name: str, params: MarketParams, n_worlds: int, n_agents: int, d
     if name == "thompson":
         return Thompson(sigma_floor=params.thompson.sigma_floor, **common)
     if name == "bayes_optimal":
-        return BayesOptimal(grid=params.bayes_optimal.grid, sigma_floor=params.bayes_optimal.sigma_floor, **common)
+        return BayesOptimal(iterations=params.bayes_optimal.iterations, sigma_floor=params.bayes_optimal.sigma_floor, **common)
     if name == "ppo":
         p = params.ppo
         return PPO(clip=p.clip, entropy=p.entropy, epochs=p.epochs, baseline_rate=p.baseline_rate, init_log_std=p.init_log_std, **common)
