@@ -104,6 +104,7 @@ def test_imperfect_competition_restores_the_cheap_route_with_positive_margins(mi
     md = m["first_price"]["mirror_descent"]["N2"]
     assert md["success"] > 0.8 and md["margin"] > 0 and md["subsidy"] == 0.0
     assert 0.04 <= md["route_cost"] < 0.05  # Fr->Sp->En->Ko at $0.04, up to 20 % dearer clones
+    assert md["optimal_route"] > 0.9  # at the edges' base costs, tasks take a cheapest route
     assert m["ccv"]["truthful"]["N2"]["success"] > 0.8
     assert abs(m["first_price"]["truthful"]["N2"]["margin"]) < 0.02  # truthful 1st-price: zero profit
 

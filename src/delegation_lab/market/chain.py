@@ -27,6 +27,7 @@ class ChainState:
     node: torch.Tensor  # [W, K] current language
     task: torch.Tensor  # [W, K] index into the task pool
     target: torch.Tensor  # [W, K] target language
+    base_cost: torch.Tensor  # [W, K] route cost so far at the edges' base costs (clones' premiums excluded)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class ChainDomain:
         exists = slot[None, :] < density[:, None]
         spread = torch.where(density[:, None] > 1, slot[None, :] / (density[:, None] - 1).clamp_min(1), torch.zeros(1))
         self.agent_cost = (base_cost[None, :] * (1 + params.cost_spread * spread)).to(device)  # [W, A]
+        self.agent_base_cost = base_cost.to(device)
         self.exists = exists.to(device)
         self.reward = torch.full((W,), float(params.terminal_reward), device=device)
         self.source = self.lang_index[g.source]
@@ -91,6 +93,8 @@ class ChainDomain:
         ).to(device)
         self._worlds = torch.arange(W, device=device)[:, None]
         self.protocols = protocols
+        cheapest = self.optimal_route_cost()
+        self.optimal_cost = torch.tensor([cheapest.get(lang, 0.0) for lang in self.languages], device=device)  # by target
         # candidate table: per language, the agents on its outgoing edges (padded to the max out-degree)
         by_src = [[a for a in range(self.n_agents) if int(self.agent_src[a]) == lang] for lang in range(L)]
         M = max(1, max(len(group) for group in by_src))
@@ -115,7 +119,7 @@ class ChainDomain:
         W = len(self.cells)
         task = torch.randint(self.params.n_tasks, (W, n_tasks), generator=gen, device=self.device)
         node = torch.full((W, n_tasks), self.source, dtype=torch.long, device=self.device)
-        return ChainState(node=node, task=task, target=self.task_target[self._worlds, task])
+        return ChainState(node=node, task=task, target=self.task_target[self._worlds, task], base_cost=torch.zeros(W, n_tasks, device=self.device))
 
     def features(self, state: ChainState) -> torch.Tensor:
         return torch.cat([self.task_emb[self._worlds, state.task], self.lang_emb[self._worlds, state.node]], dim=-1)
@@ -135,11 +139,18 @@ class ChainDomain:
         new_node = self.agent_dst[winner]
         cost = self.agent_cost[self._worlds, winner]
         state.node = torch.where(acting, new_node, state.node)
+        state.base_cost = state.base_cost + torch.where(acting, self.agent_base_cost[winner], torch.zeros_like(cost))
         done = acting & (state.node == state.target)
         return cost, done, done
 
     def holds_success(self, state: ChainState) -> torch.Tensor:
         return torch.zeros_like(state.node, dtype=torch.bool)
+
+    def task_stats(self, state: ChainState, success: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Successful tasks that took a cheapest route (at the edges' base costs)."""
+        optimal = self.optimal_cost[state.target]
+        on_route = success & (state.base_cost <= optimal + 1e-6)
+        return {"optimal_route": on_route.float().sum(1)}
 
     # ------------------------------------------------------------------ reference values
 

@@ -57,6 +57,8 @@ class Domain(Protocol):
 
     def holds_success(self, state: object) -> torch.Tensor: ...  # [W, K] bool: the held state is a success if the task ends now
 
+    # optional: def task_stats(self, state, success) -> dict[str, Tensor [W]], per-world sums added to the round's stats
+
 
 @dataclass
 class Worlds:
@@ -240,6 +242,8 @@ class Market:
         self.alive &= ~bankrupt
         log = RoundLog(steps, success, route_cost, calls, income_next, utility, bankrupt)
         log.stats = self._stats(log, T)
+        if hasattr(d, "task_stats"):
+            log.stats.update(d.task_stats(state, success))
         return log
 
     def _credit(self, agent: torch.Tensor, amount: torch.Tensor) -> None:

@@ -33,6 +33,7 @@ def chain_claims(protocols: list[str], bidders_by_protocol: dict[str, list[str]]
     put("second_price", "truthful", "N1", "subsidy_at", {"Sp": 0.88})
     # N = 2: imperfect competition restores the optimal route (1st-price, Mirror Descent)
     put("first_price", "mirror_descent", "N2", "route_cost", 0.04)
+    put("first_price", "mirror_descent", "N2", "optimal_route", "restored: tasks take the optimal Fr->Sp->En->Ko route")
     put("first_price", "mirror_descent", "N2", "subsidy", 0.0)
     put("first_price", "mirror_descent", "N2", "margin", "positive (upstream agents sustain positive profit margins)")
     put("first_price", "mirror_descent", "N2", "success", "high (value flows back; optimal Fr->Sp->En->Ko route restored)")

@@ -14,7 +14,7 @@ from delegation_lab.market.paper import chain_claims
 from delegation_lab.market.study import WorldResult, operating_point
 from delegation_lab.tables import write_csv_atomic
 
-CHAIN_KEYS = ("success", "route_cost", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task")
+CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task")
 ANSWER_KEYS = ("accuracy", "cost_per_item", "calls_per_item", "margin", "margin_share", "subsidy", "clearing_price", "consumer_pays", "bankruptcies")
 
 

@@ -162,6 +162,7 @@ def _chain_final(s: dict[str, np.ndarray], w: int, domain: ChainDomain) -> dict:
     return {
         "success": float(succ / tasks),
         "route_cost": _ratio(s["route_cost_success"][w], succ),
+        "optimal_route": _ratio(s["optimal_route"][w], succ),
         "cost_per_task": float(s["cost"][w] / tasks),
         "margin": _ratio(s["margin"][w], s["auctions_won"][w]),
         "subsidy": float(s["subsidy"][w] / tasks),
