@@ -81,7 +81,7 @@ def downsample(values, points: int = SERIES_POINTS) -> list[float]:
     return [float(np.nanmean(b)) if np.isfinite(b).any() else float("nan") for b in buckets]
 
 
-def log_children(run, worlds: list[WorldResult], params: MarketParams) -> dict[tuple[str, int], str | None]:
+def log_children(run, worlds: list[WorldResult]) -> dict[tuple[str, int], str | None]:
     """One MLflow child per chain cell x seed and per answers method x seed; returns their run ids."""
     run_ids: dict[tuple[str, int], str | None] = {}
     answers: dict[tuple[str, int], list[WorldResult]] = {}
@@ -139,7 +139,7 @@ def market(ctx: StageContext) -> None:
     layout = ctx.layout
     plots = layout.plots(STUDY)
     with ctx.tracker.stage_run(STUDY, STUDY, params) as run:
-        run_ids = log_children(run, worlds, params)
+        run_ids = log_children(run, worlds)
         with TrajectoryWriter(layout, STUDY) as writer:
             for (method, seed), frame in {**chain.trajectories, **answers.trajectories}.items():
                 writer.add(method, seed, frame)

@@ -163,5 +163,5 @@ def test_frozen_trunk_agents_without_samples_keep_their_valuations():
             opt.zero_grad()
             loss.backward()
             opt.step()
-        moved = float((nets(x)[..., 2, 0] - before).abs().max())
+        moved = float((nets(x)[..., 2, 0].detach() - before).abs().max())
         assert (moved > 1e-3) == drifts, (trunk, moved)

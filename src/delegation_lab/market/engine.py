@@ -133,7 +133,8 @@ class RoundLog:
 
 
 class Market:
-    """Independent markets of one bidder type: `play_round` runs K tasks in every world, then learns."""
+    """Independent markets ("worlds") of one bidder type: `play` runs a round of K tasks in every
+    world (wallets, bankruptcies, ledger), `learn` updates every bidder from that round."""
 
     def __init__(self, domain: Domain, worlds: Worlds, bidder: str, params: MarketParams, device: str | torch.device = "cpu", seed: int = 0):
         self.domain, self.worlds, self.params, self.device = domain, worlds, params, device
@@ -151,7 +152,6 @@ class Market:
         self.gen = torch.Generator(device=device).manual_seed(int(seed))
         z = lambda: torch.zeros(W, device=device)  # noqa: E731
         self.ledger = Ledger(z(), z(), z(), z(), z(), z())
-        self.wallet_start = self.wallet.clone()
 
     # ------------------------------------------------------------------ play
 
@@ -224,8 +224,9 @@ class Market:
             calls += c.sold.float()
             steps.append(
                 StepLog(
-                    active=active, place=place, item=d.item(state), features=x, hidden=hidden if self.nets.frozen else None, agents=agents, bidding=bidding, bids=bids, valuation=valuation,
-                    value=heads.value, xi=xi, z=shade.z, logp=shade.logp, probe=probe, winner=c.winner, winner_slot=slot, sold=c.sold,
+                    active=active, place=place, item=d.item(state), features=x, hidden=hidden if self.nets.frozen else None,
+                    agents=agents, bidding=bidding, bids=bids, valuation=valuation, value=heads.value, xi=xi, z=shade.z,
+                    logp=shade.logp, probe=probe, winner=c.winner, winner_slot=slot, sold=c.sold,
                     b1=c.b1, b2=c.b2, buyer_pays=pays, seller_gets=proceeds, subsidy=subsidy, holder=holder,
                     holder_income=holder_income, unsold_end=unsold_end, cost=cost, terminal=terminal, done=done & c.sold,
                 )
@@ -233,7 +234,6 @@ class Market:
             holder = torch.where(c.sold, c.winner, holder)
             active = c.sold & ~done
         # tasks still running after max_steps fail; the holder keeps nothing
-        T = len(steps)
         income = torch.stack([s.holder_income for s in steps])  # [T, W, K]
         income_next = torch.cat([income[1:], torch.zeros_like(income[:1])], dim=0)
         utility = torch.stack([s.terminal - s.cost - s.buyer_pays for s in steps]) + income_next
@@ -241,7 +241,7 @@ class Market:
         bankrupt = self.alive & (self.wallet < self.threshold)
         self.alive &= ~bankrupt
         log = RoundLog(steps, success, route_cost, calls, income_next, utility, bankrupt)
-        log.stats = self._stats(log, T)
+        log.stats = self._stats(log)
         if hasattr(d, "task_stats"):
             log.stats.update(d.task_stats(state, success))
         return log
@@ -251,7 +251,7 @@ class Market:
         mask = agent >= 0
         self.wallet.scatter_add_(1, agent.clamp_min(0), torch.where(mask, amount, torch.zeros_like(amount)))
 
-    def _stats(self, log: RoundLog, T: int) -> dict[str, torch.Tensor]:
+    def _stats(self, log: RoundLog) -> dict[str, torch.Tensor]:
         """Per-world sums of the round (ratios are taken over a window of rounds by the caller)."""
         P = self.domain.n_places
         sold = torch.stack([s.sold for s in log.steps])  # [T, W, K]

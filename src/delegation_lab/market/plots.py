@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.market.report import _mean, _nanmean_rows, _smooth, group
+from delegation_lab.market.report import mean_of, nanmean_rows, smooth_curve, group
 from delegation_lab.market.study import WorldResult, operating_point
 
 
@@ -46,10 +46,10 @@ def plot_chain_density(worlds: list[WorldResult], out: Path) -> Path:
         items.sort()
         ns = [n for n, _ in items]
         style = "-" if p == "first_price" else "--"
-        axes[0].errorbar(ns, [_mean(w.final["success"] for w in ws) for _, ws in items],
+        axes[0].errorbar(ns, [mean_of(w.final["success"] for w in ws) for _, ws in items],
                          yerr=[np.std([w.final["success"] for w in ws]) for _, ws in items], fmt="o" + style, capsize=3, label=_label(p, b))
-        axes[1].plot(ns, [_mean(w.final["margin"] for w in ws) or 0.0 for _, ws in items], "o" + style, label=_label(p, b))
-        axes[2].plot(ns, [_mean(w.final["subsidy"] for w in ws) for _, ws in items], "o" + style, label=_label(p, b))
+        axes[1].plot(ns, [mean_of(w.final["margin"] for w in ws) or 0.0 for _, ws in items], "o" + style, label=_label(p, b))
+        axes[2].plot(ns, [mean_of(w.final["subsidy"] for w in ws) for _, ws in items], "o" + style, label=_label(p, b))
     for ax, title in zip(axes, ["task success (final rounds)", "mean winner margin U ($ per auction won)", "platform subsidy ($ per task)"], strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted({n for (_, _, n) in cells}))
@@ -77,7 +77,7 @@ def plot_chain_curves(worlds: list[WorldResult], out: Path, smooth: int = 10) ->
     for ax, (p, b) in zip(axes.flat, pairs, strict=False):
         for n in sorted(n for (pp, bb, n) in cells if (pp, bb) == (p, b)):
             ws = cells[(p, b, n)]
-            ax.plot(_smooth(_nanmean_rows(np.vstack([w.curves["success"] for w in ws])), smooth), label=f"N={n}")
+            ax.plot(smooth_curve(nanmean_rows(np.vstack([w.curves["success"] for w in ws])), smooth), label=f"N={n}")
         ax.set_title(_label(p, b), fontsize=9)
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel("round")
@@ -101,8 +101,8 @@ def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]
     nodes = [lang for lang in languages if any(lang in w.final["price"] for ws in cells.values() for w in ws)]
     if not nodes or not keys:
         nodes = nodes or ["-"]
-    price = np.array([[_mean(w.final["price"].get(n) for w in cells[k]) or 0.0 for n in nodes] for k in keys])
-    subsidy = np.array([[_mean(w.final["subsidy_at"].get(n) for w in cells[k]) or 0.0 for n in nodes] for k in keys])
+    price = np.array([[mean_of(w.final["price"].get(n) for w in cells[k]) or 0.0 for n in nodes] for k in keys])
+    subsidy = np.array([[mean_of(w.final["subsidy_at"].get(n) for w in cells[k]) or 0.0 for n in nodes] for k in keys])
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.32 * len(keys) + 2), dpi=110)
     for ax, data, title in ((axes[0], price, "clearing price paid by the buyer ($)"), (axes[1], subsidy, "platform subsidy per auction ($)")):
         im = ax.imshow(data, aspect="auto", cmap="viridis")
@@ -126,7 +126,7 @@ def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.D
     plt = _pyplot()
     by_method: dict[str, list[tuple[float, float, float, str]]] = defaultdict(list)
     for (p, b, m), ws in group([w for w in worlds if w.domain == "answers"]).items():
-        by_method[f"{p}-{b}"].append((m, _mean(w.final["cost_per_item"] for w in ws), _mean(w.final["accuracy"] for w in ws), operating_point(m)))
+        by_method[f"{p}-{b}"].append((m, mean_of(w.final["cost_per_item"] for w in ws), mean_of(w.final["accuracy"] for w in ws), operating_point(m)))
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     for method, points in sorted(by_method.items()):
         points.sort()

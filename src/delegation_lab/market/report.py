@@ -18,19 +18,19 @@ CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies"
 ANSWER_KEYS = ("accuracy", "cost_per_item", "calls_per_item", "margin", "margin_share", "subsidy", "clearing_price", "consumer_pays", "bankruptcies")
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+def mean_of(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None and not (isinstance(v, float) and np.isnan(v))]
     return round(float(np.mean(vals)), 6) if vals else None
 
 
-def _std(values: Iterable[float | None]) -> float | None:
+def std_of(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return round(float(np.std(vals, ddof=1)), 6) if len(vals) > 1 else (0.0 if vals else None)
 
 
-def _mean_dicts(dicts: list[dict[str, float]]) -> dict[str, float | None]:
+def mean_dicts(dicts: list[dict[str, float]]) -> dict[str, float | None]:
     keys = sorted({k for d in dicts for k in d})
-    return {k: _mean(d.get(k) for d in dicts) for k in keys}
+    return {k: mean_of(d.get(k) for d in dicts) for k in keys}
 
 
 def group(worlds: list[WorldResult]) -> dict[tuple, list[WorldResult]]:
@@ -49,10 +49,10 @@ def chain_metrics(worlds: list[WorldResult]) -> dict:
         if bidder not in bidders_by_protocol[protocol]:
             bidders_by_protocol[protocol].append(bidder)
         finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
-        cell = {key: _mean(f.get(key) for f in finals) for key in CHAIN_KEYS}
-        cell["success_std"] = _std(f["success"] for f in finals)
-        cell["price"] = _mean_dicts([f["price"] for f in finals])
-        cell["subsidy_at"] = _mean_dicts([f["subsidy_at"] for f in finals])
+        cell = {key: mean_of(f.get(key) for f in finals) for key in CHAIN_KEYS}
+        cell["success_std"] = std_of(f["success"] for f in finals)
+        cell["price"] = mean_dicts([f["price"] for f in finals])
+        cell["subsidy_at"] = mean_dicts([f["subsidy_at"] for f in finals])
         edges: dict[str, float] = defaultdict(float)
         for w in ws:
             for agent in w.bankrupt_agents:
@@ -69,11 +69,11 @@ def answers_metrics(worlds: list[WorldResult]) -> dict:
     out: dict = {}
     for (protocol, bidder, multiple), ws in group([w for w in worlds if w.domain == "answers"]).items():
         finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
-        cell = {key: _mean(f.get(key) for f in finals) for key in ANSWER_KEYS}
-        cell["accuracy_std"] = _std(f["accuracy"] for f in finals)
+        cell = {key: mean_of(f.get(key) for f in finals) for key in ANSWER_KEYS}
+        cell["accuracy_std"] = std_of(f["accuracy"] for f in finals)
         cell["reward_usd"] = round(ws[0].reward_usd, 8)
-        cell["calls_by_solver"] = _mean_dicts([f["calls_by_solver"] for f in finals])
-        cell["first_solver_share"] = _mean_dicts([f["first_solver_share"] for f in finals])
+        cell["calls_by_solver"] = mean_dicts([f["calls_by_solver"] for f in finals])
+        cell["first_solver_share"] = mean_dicts([f["first_solver_share"] for f in finals])
         cell["seeds"] = len(ws)
         out.setdefault(protocol, {}).setdefault(bidder, {})[operating_point(multiple)] = cell
     return out
@@ -105,7 +105,7 @@ def summary_rows(worlds: list[WorldResult], run_ids: dict[tuple[str, int], str |
     return rows
 
 
-def _smooth(values: np.ndarray, window: int) -> np.ndarray:
+def smooth_curve(values: np.ndarray, window: int) -> np.ndarray:
     if window <= 1 or values.size < window:
         return values
     kernel = np.ones(window) / window
@@ -116,7 +116,7 @@ def _smooth(values: np.ndarray, window: int) -> np.ndarray:
         return np.concatenate([np.full(window - 1, np.nan), num / den])
 
 
-def _nanmean_rows(stacked: np.ndarray) -> np.ndarray:
+def nanmean_rows(stacked: np.ndarray) -> np.ndarray:
     """Column means over seeds ignoring NaN (NaN where every seed is NaN)."""
     count = (~np.isnan(stacked)).sum(0)
     total = np.where(np.isnan(stacked), 0.0, stacked).sum(0)
@@ -130,16 +130,16 @@ def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10)
     by_pair: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
     for (protocol, bidder, density), ws in chain.items():
         by_pair[(protocol, bidder)].append((density, ws))
-        curves = {key: _smooth(_nanmean_rows(np.vstack([w.curves[key] for w in ws])), smooth) for key in ("success", "margin", "subsidy", "alive", "route_cost")}
+        curves = {key: smooth_curve(nanmean_rows(np.vstack([w.curves[key] for w in ws])), smooth) for key in ("success", "margin", "subsidy", "alive", "route_cost")}
         frame = pl.DataFrame({"round": np.arange(len(curves["success"])), **{k: v.astype(float) for k, v in curves.items()}}).fill_nan(None)
         written.append(write_csv_atomic(frame, folder / "chain_curves" / f"{protocol}-{bidder}-N{density}.csv"))
     for (protocol, bidder), items in by_pair.items():
         items.sort()
         finals = [[w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws] for _, ws in items]
         density = [d for d, _ in items]
-        success = pl.DataFrame({"N": density, "success": [_mean(f["success"] for f in fs) for fs in finals], "success_std": [_std(f["success"] for f in fs) for fs in finals]})
+        success = pl.DataFrame({"N": density, "success": [mean_of(f["success"] for f in fs) for fs in finals], "success_std": [std_of(f["success"] for f in fs) for fs in finals]})
         margin = pl.DataFrame(
-            {"N": density, "margin": [_mean(f["margin"] for f in fs) for fs in finals], "bankruptcies": [_mean(f["bankruptcies"] for f in fs) for fs in finals]},
+            {"N": density, "margin": [mean_of(f["margin"] for f in fs) for fs in finals], "bankruptcies": [mean_of(f["bankruptcies"] for f in fs) for fs in finals]},
             schema={"N": pl.Int64, "margin": pl.Float64, "bankruptcies": pl.Float64},
         )
         written.append(write_csv_atomic(success, folder / "chain_success" / f"{protocol}-{bidder}.csv"))
@@ -153,9 +153,9 @@ def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10)
                     "method": f"{protocol}-{bidder}",
                     "operating_point": operating_point(multiple),
                     "reward_usd": ws[0].reward_usd,
-                    "cost_per_item_usd": _mean(w.final["cost_per_item"] for w in ws),
-                    "accuracy": _mean(w.final["accuracy"] for w in ws),
-                    "calls_per_item": _mean(w.final["calls_per_item"] for w in ws),
+                    "cost_per_item_usd": mean_of(w.final["cost_per_item"] for w in ws),
+                    "accuracy": mean_of(w.final["accuracy"] for w in ws),
+                    "calls_per_item": mean_of(w.final["calls_per_item"] for w in ws),
                 }
             )
         written.append(write_csv_atomic(pl.DataFrame(rows).sort(["method", "reward_usd"]), folder / "answers_frontier.csv"))
@@ -164,6 +164,6 @@ def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10)
             by_method[w.cell].append(w)
         for method, ws in by_method.items():
             stacked = np.vstack([w.curves["success"] for w in ws])
-            frame = pl.DataFrame({"round": np.arange(stacked.shape[1]), "success": _smooth(stacked.mean(0), smooth).astype(float)}).fill_nan(None)
+            frame = pl.DataFrame({"round": np.arange(stacked.shape[1]), "success": smooth_curve(stacked.mean(0), smooth).astype(float)}).fill_nan(None)
             written.append(write_csv_atomic(frame, folder / "answers_curves" / f"{method}.csv"))
     return written
