@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
+from delegation_lab.market.params import MarketParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 from delegation_lab.redref.params import RedrefParams
 
@@ -358,6 +359,8 @@ class Params(ParamsModel):
     """MARGENT (seed 001): interventional collection, distillation, learned delegate-or-commit manager (stages `margent_*`)."""
     redref: RedrefParams = RedrefParams()
     """REDEREF (seed 003): training-free belief-guided delegation (stage `redref`)."""
+    market: MarketParams = MarketParams()
+    """Sequential-auction markets, seed 004 (stage `market`)."""
 
     @field_validator("solvers")
     @classmethod

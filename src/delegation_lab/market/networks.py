@@ -1,0 +1,128 @@
+"""Bidder networks: every agent of every market evaluated on every state in one batched pass.
+
+The valuation network is a small MLP over the state features and the agent's identity features
+(the edge it serves or the solver behind it, and its cost), predicting v and sigma, plus two raw
+shade outputs each bidder interprets. By default the hidden layer is shared within a market (its
+state part is computed once per state for all agents), while each agent's output heads are its
+own; `trunk: private` gives every agent its own hidden layer as well (seed 004 §4: "a lightweight
+MLP for each agent"). Weights are stacked [worlds, agents, ...], so one call evaluates all bidders
+of all markets; values are in units of the terminal reward.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+N_OUT = 4  # value, value spread, shade output 1, shade output 2
+
+
+@dataclass
+class Heads:
+    value: torch.Tensor  # [..., A] expected P_in + reward - cost, in units of the terminal reward
+    value_std: torch.Tensor
+    s1: torch.Tensor  # raw shade outputs, read by the bidder
+    s2: torch.Tensor
+
+
+def inverse_softplus(y: float) -> float:
+    return math.log(math.expm1(y))
+
+
+VALUE_STD_INIT = 0.5
+
+
+def read_heads(out: torch.Tensor, value_init: float) -> Heads:
+    return Heads(
+        value=value_init + out[..., 0],
+        value_std=F.softplus(out[..., 1] + inverse_softplus(VALUE_STD_INIT)) + 0.01,
+        s1=out[..., 2],
+        s2=out[..., 3],
+    )
+
+
+class AgentNets(nn.Module):
+    """Bidder networks of `n_worlds` independent markets with `n_agents` agents each.
+
+    trunk "shared": one hidden layer per market over (state, agent identity), computed once per
+    state for all agents (the state part) plus a per-agent identity term; every agent's output
+    heads (value, spread, shade) are its own. trunk "private": every agent its own hidden layer
+    too (seed 004 §4's "lightweight MLP for each agent"), A times the compute.
+    """
+
+    def __init__(
+        self,
+        n_worlds: int,
+        n_agents: int,
+        n_state: int,
+        identity: torch.Tensor,  # [W, A, I]
+        hidden: int,
+        trunk: str,
+        seeds: list[int],
+        device: str | torch.device = "cpu",
+    ):
+        super().__init__()
+        if len(seeds) != n_worlds:
+            raise ValueError(f"one init seed per world: got {len(seeds)} for {n_worlds} worlds")
+        if trunk not in ("frozen", "shared", "private"):
+            raise ValueError(f"trunk must be 'frozen', 'shared' or 'private', got {trunk!r}")
+        self.n_agents, self.trunk = n_agents, trunk
+        per = n_agents if trunk == "private" else 1
+        n_id = identity.shape[-1]
+        fan_in = n_state + n_id
+        w_state = torch.empty(n_worlds, per, n_state, hidden)
+        w_id = torch.empty(n_worlds, per, n_id, hidden)
+        for w, seed in enumerate(seeds):  # each market's init depends on its own seed only
+            gen = torch.Generator().manual_seed(int(seed))
+            w_state[w] = torch.randn(per, n_state, hidden, generator=gen) / math.sqrt(fan_in)
+            w_id[w] = torch.randn(per, n_id, hidden, generator=gen) / math.sqrt(fan_in)
+        trainable = trunk != "frozen"
+        self.w_state = nn.Parameter(w_state.to(device), requires_grad=trainable)  # [W, per, F, H]
+        self.w_id = nn.Parameter(w_id.to(device), requires_grad=trainable)  # [W, per, I, H]
+        self.b_hidden = nn.Parameter(torch.zeros(n_worlds, per, hidden, device=device), requires_grad=trainable)
+        self.w_out = nn.Parameter(torch.zeros(n_worlds, n_agents, hidden, N_OUT, device=device))  # private heads
+        self.b_out = nn.Parameter(torch.zeros(n_worlds, n_agents, N_OUT, device=device))
+        self.register_buffer("identity", identity.to(device))  # [W, A, I]
+
+    def hidden_layer(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [W, N, F] -> [W, N, A, H]."""
+        if self.trunk != "private":
+            state = x @ self.w_state[:, 0]  # [W, N, H]: once per state, whatever the number of agents
+            ident = self.identity @ self.w_id[:, 0] + self.b_hidden  # [W, A, H]
+            return torch.tanh(state[:, :, None, :] + ident[:, None, :, :])
+        state = x.unsqueeze(1) @ self.w_state  # [W, A, N, H]
+        ident = (self.identity.unsqueeze(2) @ self.w_id).squeeze(2) + self.b_hidden  # [W, A, H]
+        return torch.tanh(state + ident[:, :, None, :]).transpose(1, 2)
+
+    def output(self, h: torch.Tensor) -> torch.Tensor:
+        """Hidden activations [W, N, A, H] -> every agent's private heads [W, N, A, N_OUT]."""
+        return torch.einsum("wnah,waho->wnao", h, self.w_out) + self.b_out[:, None]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [W, N, F] states -> [W, N, A, N_OUT]: every agent on every state in one pass."""
+        return self.output(self.hidden_layer(x))
+
+    @property
+    def frozen(self) -> bool:
+        return self.trunk == "frozen"
+
+    @staticmethod
+    def pick(out: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+        """[W, N, A, N_OUT] -> the bidders' rows [W, N, M, N_OUT]."""
+        return torch.gather(out, 2, agents[..., None].expand(-1, -1, -1, out.shape[-1]))
+
+    def forward_candidates(self, x: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+        """x: [W, N, F] states, agents: [W, N, M] the bidders of each state's auction (any valid
+        index where padded) -> [W, N, M, N_OUT]. Every agent is evaluated in the one batched pass
+        and the bidders' outputs are picked out (cheaper than gathering per-bidder weights)."""
+        return self.pick(self(x), agents)
+
+    def forward_agent(self, x: torch.Tensor, agent: int) -> torch.Tensor:
+        """x: [W, N, F] -> [W, N, N_OUT] for one agent alone: the per-agent path the benchmark compares against."""
+        j = agent if self.trunk == "private" else 0
+        h = x @ self.w_state[:, j] + (self.identity[:, agent : agent + 1] @ self.w_id[:, j]) + self.b_hidden[:, None, j]
+        return torch.tanh(h) @ self.w_out[:, agent] + self.b_out[:, None, agent]

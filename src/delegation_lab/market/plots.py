@@ -1,0 +1,148 @@
+"""PNG pictures of the study (plots/market/*.png): success and margins vs N, learning curves,
+clearing prices and subsidies per node, and the answers market on the cost-accuracy plane."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from delegation_lab.market.report import mean_of, nanmean_rows, smooth_curve, group
+from delegation_lab.market.study import WorldResult, operating_point
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.stem + ".tmp.png")
+    fig.savefig(tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def _label(protocol: str, bidder: str) -> str:
+    return f"{protocol} / {bidder}"
+
+
+def plot_chain_density(worlds: list[WorldResult], out: Path) -> Path:
+    plt = _pyplot()
+    cells = group([w for w in worlds if w.domain == "chain"])
+    pairs: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
+    for (p, b, n), ws in cells.items():
+        pairs[(p, b)].append((n, ws))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), dpi=110)
+    for (p, b), items in sorted(pairs.items()):
+        items.sort()
+        ns = [n for n, _ in items]
+        style = "-" if p == "first_price" else "--"
+        axes[0].errorbar(ns, [mean_of(w.final["success"] for w in ws) for _, ws in items],
+                         yerr=[np.std([w.final["success"] for w in ws]) for _, ws in items], fmt="o" + style, capsize=3, label=_label(p, b))
+        axes[1].plot(ns, [mean_of(w.final["margin"] for w in ws) or 0.0 for _, ws in items], "o" + style, label=_label(p, b))
+        axes[2].plot(ns, [mean_of(w.final["subsidy"] for w in ws) for _, ws in items], "o" + style, label=_label(p, b))
+    for ax, title in zip(axes, ["task success (final rounds)", "mean winner margin U ($ per auction won)", "platform subsidy ($ per task)"], strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({n for (_, _, n) in cells}))
+        ax.get_xaxis().set_major_formatter(plt.ScalarFormatter())
+        ax.set_xlabel("agents per edge N")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(-0.05, 1.05)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Chain translation: monopsony (N = 1) vs imperfect competition (N > 1)")
+    fig.tight_layout()
+    try:
+        return _save(fig, out)
+    finally:
+        plt.close(fig)
+
+
+def plot_chain_curves(worlds: list[WorldResult], out: Path, smooth: int = 10) -> Path:
+    plt = _pyplot()
+    cells = group([w for w in worlds if w.domain == "chain"])
+    pairs = sorted({(p, b) for (p, b, _) in cells})
+    cols = min(4, len(pairs))
+    rows = int(np.ceil(len(pairs) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), dpi=100, squeeze=False)
+    for ax, (p, b) in zip(axes.flat, pairs, strict=False):
+        for n in sorted(n for (pp, bb, n) in cells if (pp, bb) == (p, b)):
+            ws = cells[(p, b, n)]
+            ax.plot(smooth_curve(nanmean_rows(np.vstack([w.curves["success"] for w in ws])), smooth), label=f"N={n}")
+        ax.set_title(_label(p, b), fontsize=9)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel("round")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.axis("off")
+    fig.suptitle("Task success per round (mean over seeds)")
+    fig.tight_layout()
+    try:
+        return _save(fig, out)
+    finally:
+        plt.close(fig)
+
+
+def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]) -> Path:
+    """Clearing price (what the buyer paid) and subsidy at each node, per protocol / bidder and N."""
+    plt = _pyplot()
+    cells = group([w for w in worlds if w.domain == "chain"])
+    keys = sorted(cells)
+    nodes = [lang for lang in languages if any(lang in w.final["price"] for ws in cells.values() for w in ws)]
+    if not nodes or not keys:
+        nodes = nodes or ["-"]
+    price = np.array([[mean_of(w.final["price"].get(n) for w in cells[k]) or 0.0 for n in nodes] for k in keys])
+    subsidy = np.array([[mean_of(w.final["subsidy_at"].get(n) for w in cells[k]) or 0.0 for n in nodes] for k in keys])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.32 * len(keys) + 2), dpi=110)
+    for ax, data, title in ((axes[0], price, "clearing price paid by the buyer ($)"), (axes[1], subsidy, "platform subsidy per auction ($)")):
+        im = ax.imshow(data, aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(nodes)), nodes)
+        ax.set_yticks(range(len(keys)), [f"{p} / {b} / N={n}" for p, b, n in keys], fontsize=7)
+        for i in range(data.shape[0]):
+            for j in range(data.shape[1]):
+                ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=6, color="w" if data[i, j] < data.max() * 0.6 else "k")
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    try:
+        return _save(fig, out)
+    finally:
+        plt.close(fig)
+
+
+def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.DataFrame | None = None) -> Path:
+    """The answers market's operating points (one per terminal reward) on cost vs accuracy, with the
+    single solvers on the same test items as references."""
+    plt = _pyplot()
+    by_method: dict[str, list[tuple[float, float, float, str]]] = defaultdict(list)
+    for (p, b, m), ws in group([w for w in worlds if w.domain == "answers"]).items():
+        by_method[f"{p}-{b}"].append((m, mean_of(w.final["cost_per_item"] for w in ws), mean_of(w.final["accuracy"] for w in ws), operating_point(m)))
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    for method, points in sorted(by_method.items()):
+        points.sort()
+        ax.plot([c for _, c, _, _ in points], [a for _, _, a, _ in points], "o-", label=method, alpha=0.85)
+    if references is not None and references.height:
+        for row in references.iter_rows(named=True):
+            ax.plot(row["cost_per_item_usd"], row["accuracy"], "ks", markersize=7)
+            ax.annotate(row["method"], (row["cost_per_item_usd"], row["accuracy"]), fontsize=7, xytext=(4, -10), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("solver cost per item (US$, log scale)")
+    ax.set_ylabel("accuracy (test split)")
+    ax.set_title("Market over cached solver answers: one point per terminal reward")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    try:
+        return _save(fig, out)
+    finally:
+        plt.close(fig)

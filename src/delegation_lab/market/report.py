@@ -1,0 +1,169 @@
+"""From sweep results to the study's outputs: metrics/market.json (ours beside the paper's), the
+plot tables for `dvc plots`, and the summary rows the shared frontier reads."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from delegation_lab.market.paper import chain_claims
+from delegation_lab.market.study import WorldResult, operating_point
+from delegation_lab.tables import write_csv_atomic
+
+CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task")
+ANSWER_KEYS = ("accuracy", "cost_per_item", "calls_per_item", "margin", "margin_share", "subsidy", "clearing_price", "consumer_pays", "bankruptcies")
+
+
+def mean_of(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and np.isnan(v))]
+    return round(float(np.mean(vals)), 6) if vals else None
+
+
+def std_of(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(float(np.std(vals, ddof=1)), 6) if len(vals) > 1 else (0.0 if vals else None)
+
+
+def mean_dicts(dicts: list[dict[str, float]]) -> dict[str, float | None]:
+    keys = sorted({k for d in dicts for k in d})
+    return {k: mean_of(d.get(k) for d in dicts) for k in keys}
+
+
+def group(worlds: list[WorldResult]) -> dict[tuple, list[WorldResult]]:
+    out: dict[tuple, list[WorldResult]] = defaultdict(list)
+    for w in worlds:
+        key = (w.protocol, w.bidder, w.density) if w.domain == "chain" else (w.protocol, w.bidder, w.multiple)
+        out[key].append(w)
+    return out
+
+
+def chain_metrics(worlds: list[WorldResult]) -> dict:
+    """chain.<protocol>.<bidder>.N<k>.{success, route_cost, margin, bankruptcies, subsidy, ...} + chain.paper."""
+    out: dict = {}
+    bidders_by_protocol: dict[str, list[str]] = defaultdict(list)
+    for (protocol, bidder, density), ws in group([w for w in worlds if w.domain == "chain"]).items():
+        if bidder not in bidders_by_protocol[protocol]:
+            bidders_by_protocol[protocol].append(bidder)
+        finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
+        cell = {key: mean_of(f.get(key) for f in finals) for key in CHAIN_KEYS}
+        cell["success_std"] = std_of(f["success"] for f in finals)
+        cell["price"] = mean_dicts([f["price"] for f in finals])
+        cell["subsidy_at"] = mean_dicts([f["subsidy_at"] for f in finals])
+        edges: dict[str, float] = defaultdict(float)
+        for w in ws:
+            for agent in w.bankrupt_agents:
+                edges[agent.split("#")[0]] += 1 / len(ws)
+        cell["bankrupt_by_edge"] = {k: round(v, 6) for k, v in sorted(edges.items())}
+        cell["seeds"] = len(ws)
+        out.setdefault(protocol, {}).setdefault(bidder, {})[f"N{density}"] = cell
+    out["paper"] = chain_claims(list(bidders_by_protocol), dict(bidders_by_protocol))
+    return out
+
+
+def answers_metrics(worlds: list[WorldResult]) -> dict:
+    """answers.<protocol>.<bidder>.R<m>x.{accuracy, cost_per_item, calls_per_item, margin, subsidy, ...} on test."""
+    out: dict = {}
+    for (protocol, bidder, multiple), ws in group([w for w in worlds if w.domain == "answers"]).items():
+        finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
+        cell = {key: mean_of(f.get(key) for f in finals) for key in ANSWER_KEYS}
+        cell["accuracy_std"] = std_of(f["accuracy"] for f in finals)
+        cell["reward_usd"] = round(ws[0].reward_usd, 8)
+        cell["calls_by_solver"] = mean_dicts([f["calls_by_solver"] for f in finals])
+        cell["first_solver_share"] = mean_dicts([f["first_solver_share"] for f in finals])
+        cell["seeds"] = len(ws)
+        out.setdefault(protocol, {}).setdefault(bidder, {})[operating_point(multiple)] = cell
+    return out
+
+
+def summary_rows(worlds: list[WorldResult], run_ids: dict[tuple[str, int], str | None], dataset: str, solvers: list[str]) -> list[dict]:
+    """One row per answers market (method x seed x operating point) on the test split."""
+    rows = []
+    for w in worlds:
+        if w.domain != "answers":
+            continue
+        rows.append(
+            {
+                "study": "market",
+                "method": w.cell,
+                "seed": w.seed,
+                "split": "test",
+                "operating_point": operating_point(w.multiple),
+                "accuracy": w.final["accuracy"],
+                "cost_per_item_usd": w.final["cost_per_item"],
+                "calls_per_item": w.final["calls_per_item"],
+                "return": None,
+                "n_items": w.final["n_items"],
+                "dataset": dataset,
+                "solver_set": ",".join(solvers),
+                "run_id": run_ids.get((w.cell, w.seed)),
+            }
+        )
+    return rows
+
+
+def smooth_curve(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or values.size < window:
+        return values
+    kernel = np.ones(window) / window
+    valid = ~np.isnan(values)
+    num = np.convolve(np.where(valid, values, 0.0), kernel, mode="valid")
+    den = np.convolve(valid.astype(float), kernel, mode="valid")
+    with np.errstate(invalid="ignore"):
+        return np.concatenate([np.full(window - 1, np.nan), num / den])
+
+
+def nanmean_rows(stacked: np.ndarray) -> np.ndarray:
+    """Column means over seeds ignoring NaN (NaN where every seed is NaN)."""
+    count = (~np.isnan(stacked)).sum(0)
+    total = np.where(np.isnan(stacked), 0.0, stacked).sum(0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10) -> list[Path]:
+    """plots/market/: chain success and margin vs N, chain learning curves, answers frontier and curves."""
+    written: list[Path] = []
+    chain = group([w for w in worlds if w.domain == "chain"])
+    by_pair: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
+    for (protocol, bidder, density), ws in chain.items():
+        by_pair[(protocol, bidder)].append((density, ws))
+        curves = {key: smooth_curve(nanmean_rows(np.vstack([w.curves[key] for w in ws])), smooth) for key in ("success", "margin", "subsidy", "alive", "route_cost")}
+        frame = pl.DataFrame({"round": np.arange(len(curves["success"])), **{k: v.astype(float) for k, v in curves.items()}}).fill_nan(None)
+        written.append(write_csv_atomic(frame, folder / "chain_curves" / f"{protocol}-{bidder}-N{density}.csv"))
+    for (protocol, bidder), items in by_pair.items():
+        items.sort()
+        finals = [[w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws] for _, ws in items]
+        density = [d for d, _ in items]
+        success = pl.DataFrame({"N": density, "success": [mean_of(f["success"] for f in fs) for fs in finals], "success_std": [std_of(f["success"] for f in fs) for fs in finals]})
+        margin = pl.DataFrame(
+            {"N": density, "margin": [mean_of(f["margin"] for f in fs) for fs in finals], "bankruptcies": [mean_of(f["bankruptcies"] for f in fs) for fs in finals]},
+            schema={"N": pl.Int64, "margin": pl.Float64, "bankruptcies": pl.Float64},
+        )
+        written.append(write_csv_atomic(success, folder / "chain_success" / f"{protocol}-{bidder}.csv"))
+        written.append(write_csv_atomic(margin, folder / "chain_margin" / f"{protocol}-{bidder}.csv"))
+    answers = [w for w in worlds if w.domain == "answers"]
+    if answers:
+        rows = []
+        for (protocol, bidder, multiple), ws in group(answers).items():
+            rows.append(
+                {
+                    "method": f"{protocol}-{bidder}",
+                    "operating_point": operating_point(multiple),
+                    "reward_usd": ws[0].reward_usd,
+                    "cost_per_item_usd": mean_of(w.final["cost_per_item"] for w in ws),
+                    "accuracy": mean_of(w.final["accuracy"] for w in ws),
+                    "calls_per_item": mean_of(w.final["calls_per_item"] for w in ws),
+                }
+            )
+        written.append(write_csv_atomic(pl.DataFrame(rows).sort(["method", "reward_usd"]), folder / "answers_frontier.csv"))
+        by_method: dict[str, list[WorldResult]] = defaultdict(list)
+        for w in answers:
+            by_method[w.cell].append(w)
+        for method, ws in by_method.items():
+            stacked = np.vstack([w.curves["success"] for w in ws])
+            frame = pl.DataFrame({"round": np.arange(stacked.shape[1]), "success": smooth_curve(stacked.mean(0), smooth).astype(float)}).fill_nan(None)
+            written.append(write_csv_atomic(frame, folder / "answers_curves" / f"{method}.csv"))
+    return written

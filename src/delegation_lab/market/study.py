@@ -1,0 +1,265 @@
+"""The study's two sweeps, each cell's seeds (and protocols, and reward levels) batched in one market.
+
+- `run_chain`: the density sweep N x protocol x bidder on the synthetic translation chain. Every
+  round plays `tasks_per_round` tasks per market, then every bidder learns; results are read over
+  the last `final_rounds` rounds (shade exploration is off by then; the market keeps learning).
+- `run_answers`: the market over cached solver answers: bidders learn on the train split (`epochs`
+  passes), then the test split is auctioned once with learning, exploration and probes off.
+
+Both return one `WorldResult` per market (cell x seed) and the auction rows for the trajectories.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from delegation_lab.market.answers import AnswersDomain, SplitMatrix
+from delegation_lab.market.chain import ChainDomain
+from delegation_lab.market.engine import Market
+from delegation_lab.market.params import MarketParams, market_cells
+from delegation_lab.market.trajectories import AuctionRecorder
+
+Progress = Callable[[str, int], Callable[[int], None]]  # (label, total) -> advance(n)
+
+
+def no_progress(label: str, total: int) -> Callable[[int], None]:
+    return lambda n: None
+
+
+@dataclass
+class WorldResult:
+    domain: str  # chain | answers
+    protocol: str
+    bidder: str
+    seed: int
+    density: int | None = None
+    multiple: float | None = None
+    reward_usd: float = 1.0
+    final: dict = field(default_factory=dict)
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+    bankrupt_agents: list[str] = field(default_factory=list)
+
+    @property
+    def cell(self) -> str:
+        if self.domain == "chain":
+            return f"chain-{self.protocol}-{self.bidder}-N{self.density}"
+        return f"{self.protocol}-{self.bidder}"
+
+    @property
+    def method(self) -> str:
+        """Trajectory partition name (answers: one per operating point)."""
+        return self.cell if self.domain == "chain" else f"{self.cell}@{operating_point(self.multiple)}"
+
+
+def operating_point(multiple: float | None) -> str:
+    return f"R{multiple:g}x"
+
+
+@dataclass
+class SweepResult:
+    worlds: list[WorldResult]
+    trajectories: dict[tuple[str, int], object]  # (method, seed) -> polars frame
+    seconds: dict[str, float] = field(default_factory=dict)
+    rounds: dict[str, int] = field(default_factory=dict)
+
+
+def explore_at(params: MarketParams, round_index: int, total: int) -> float:
+    lp = params.learning
+    return lp.explore_std * max(0.0, 1.0 - round_index / max(1.0, lp.explore_until * total))
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return float(num / den) if den > 0 else None
+
+
+def _sum_stats(history: list[dict[str, torch.Tensor]]) -> dict[str, np.ndarray]:
+    return {k: torch.stack([h[k] for h in history]).sum(0).cpu().numpy() for k in history[0]}
+
+
+def _curves(history: list[dict[str, torch.Tensor]]) -> dict[str, np.ndarray]:
+    """Per-round, per-world learning curves [rounds, W]."""
+    stack = {k: torch.stack([h[k] for h in history]).cpu().numpy() for k in ("tasks", "successes", "margin", "auctions_won", "subsidy", "alive", "route_cost_success", "cost")}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "success": stack["successes"] / stack["tasks"],
+            "margin": np.where(stack["auctions_won"] > 0, stack["margin"] / np.maximum(stack["auctions_won"], 1), np.nan),
+            "subsidy": stack["subsidy"] / stack["tasks"],
+            "alive": stack["alive"],
+            "route_cost": np.where(stack["successes"] > 0, stack["route_cost_success"] / np.maximum(stack["successes"], 1), np.nan),
+            "cost": stack["cost"] / stack["tasks"],
+        }
+
+
+def _torch_setup(params: MarketParams) -> torch.device:
+    torch.set_num_threads(params.threads)
+    return torch.device(params.device)
+
+
+def _market_seed(params: MarketParams, domain: str, bidder: str) -> int:
+    return int(params.seed * 1_000_003 + sum(ord(c) for c in domain + bidder))
+
+
+# ---------------------------------------------------------------------------------------------
+# domain 1
+
+
+def run_chain(params: MarketParams, progress: Progress = no_progress, record_every: int | None = None) -> SweepResult:
+    device = _torch_setup(params)
+    cp = params.chain
+    seeds = [params.seed + i for i in range(params.seeds)]
+    cells = market_cells(list(params.protocols), list(params.bidders))
+    out = SweepResult([], {})
+    every = params.trajectories.train_every if record_every is None else record_every
+    for bidder in dict.fromkeys(b for _, b in cells):
+        protocols = [p for p, b in cells if b == bidder]
+        t0 = time.perf_counter()
+        domain = ChainDomain(cp, protocols, seeds, device)
+        market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "chain", bidder))
+        recorder = AuctionRecorder(every)
+        history = []
+        advance = progress(f"chain {bidder}", cp.rounds)
+        for r in range(cp.rounds):
+            log = market.play(r, cp.tasks_per_round, explore_at(params, r, cp.rounds), params.learning.probe_rate)
+            market.learn(log)
+            history.append({k: v.detach().clone() for k, v in log.stats.items()})
+            recorder.add(log, r, r * cp.tasks_per_round, "train", _task_labels, force=r >= cp.rounds - cp.final_rounds)
+            advance(1)
+        window = _sum_stats(history[cp.rounds - cp.final_rounds :])
+        curves = _curves(history)
+        alive = market.alive.cpu().numpy()
+        exists = domain.exists.cpu().numpy()
+        for w, cell in enumerate(domain.cells):
+            res = WorldResult("chain", cell.protocol, bidder, cell.seed, density=cell.density, reward_usd=cp.terminal_reward)
+            res.final = _chain_final(window, w, domain)
+            res.curves = {k: v[:, w] for k, v in curves.items()}
+            res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if exists[w, a] and not alive[w, a]]
+            out.worlds.append(res)
+        for w, frame in recorder.frames(domain.agent_names, domain.languages).items():
+            out.trajectories[(f"chain-{domain.cells[w].protocol}-{bidder}-N{domain.cells[w].density}", domain.cells[w].seed)] = frame
+        out.seconds[f"chain/{bidder}"] = time.perf_counter() - t0
+        out.rounds[f"chain/{bidder}"] = cp.rounds
+    return out
+
+
+def _task_labels(index: np.ndarray) -> np.ndarray:
+    return np.char.add("task", index.astype(str))
+
+
+def _chain_final(s: dict[str, np.ndarray], w: int, domain: ChainDomain) -> dict:
+    tasks, succ = s["tasks"][w], s["successes"][w]
+    prices, subs = {}, {}
+    for i, lang in enumerate(domain.languages):
+        n = s["place_auctions"][w, i]
+        if n > 0:
+            prices[lang] = float(s["place_price"][w, i] / n)
+            subs[lang] = float(s["place_subsidy"][w, i] / n)
+    return {
+        "success": float(succ / tasks),
+        "route_cost": _ratio(s["route_cost_success"][w], succ),
+        "optimal_route": _ratio(s["optimal_route"][w], succ),
+        "cost_per_task": float(s["cost"][w] / tasks),
+        "margin": _ratio(s["margin"][w], s["auctions_won"][w]),
+        "subsidy": float(s["subsidy"][w] / tasks),
+        "consumer_pays": float(-s["consumer_net"][w] / tasks),
+        "auctions_per_task": float(s["auctions_won"][w] / tasks),
+        "price": prices,
+        "subsidy_at": subs,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# domain 2
+
+
+def run_answers(
+    params: MarketParams,
+    matrices: dict[str, SplitMatrix],
+    n_buckets: int,
+    solvers: list[str],
+    progress: Progress = no_progress,
+    record_every: int | None = None,
+) -> SweepResult:
+    device = _torch_setup(params)
+    ap = params.answers
+    seeds = [params.seed + i for i in range(params.seeds)]
+    cells = market_cells(list(params.protocols), list(params.bidders))
+    out = SweepResult([], {})
+    every = params.trajectories.train_every if record_every is None else record_every
+    K = ap.items_per_round
+    for bidder in dict.fromkeys(b for _, b in cells):
+        protocols = [p for p, b in cells if b == bidder]
+        t0 = time.perf_counter()
+        domain = AnswersDomain(matrices, n_buckets, solvers, ap, protocols, seeds, device)
+        market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "answers", bidder))
+        recorder = AuctionRecorder(every)
+        n_train = len(matrices["train"].item_ids)
+        per_epoch = math.ceil(n_train / K)
+        total = per_epoch * ap.epochs
+        history = []
+        advance = progress(f"answers {bidder}", total)
+        r = 0
+        for epoch in range(ap.epochs):
+            domain.begin("train", epoch)
+            for i in range(per_epoch):
+                n = min(K, n_train - i * K)
+                log = market.play(r, n, explore_at(params, r, total), params.learning.probe_rate)
+                market.learn(log)
+                history.append({k: v.detach().clone() for k, v in log.stats.items()})
+                recorder.add(log, r, epoch * n_train + i * K, "train", domain.item_ids)
+                r += 1
+                advance(1)
+        n_test = domain.begin("test", 0)
+        test_history = []
+        for i in range(math.ceil(n_test / K)):
+            log = market.play(total + i, min(K, n_test - i * K), 0.0, 0.0)
+            test_history.append(log.stats)
+            recorder.add(log, total + i, i * K, "test", domain.item_ids, force=True)
+        window = _sum_stats(test_history)
+        curves = _curves(history)
+        alive = market.alive.cpu().numpy()
+        for w, cell in enumerate(domain.cells):
+            res = WorldResult("answers", cell.protocol, bidder, cell.seed, multiple=cell.multiple, reward_usd=float(domain.reward[w]))
+            res.final = _answers_final(window, w, domain)
+            res.curves = {k: v[:, w] for k, v in curves.items()}
+            res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if not alive[w, a]]
+            out.worlds.append(res)
+        places = [f"solve{j + 1}" for j in range(domain.n_places)]
+        for w, frame in recorder.frames(domain.agent_names, places).items():
+            cell = domain.cells[w]
+            out.trajectories[(f"{cell.protocol}-{bidder}@{operating_point(cell.multiple)}", cell.seed)] = frame
+        out.seconds[f"answers/{bidder}"] = time.perf_counter() - t0
+        out.rounds[f"answers/{bidder}"] = total
+    return out
+
+
+def _answers_final(s: dict[str, np.ndarray], w: int, domain: AnswersDomain) -> dict:
+    tasks = s["tasks"][w]
+    R = float(domain.reward[w])
+    wins = s["wins"][w]
+    by_solver = {name: 0.0 for name in domain.solvers}
+    first = {name: 0.0 for name in domain.solvers}
+    for a in range(domain.n_agents):
+        name = domain.solvers[int(domain.agent_solver[a])]
+        by_solver[name] += float(wins[a])
+        first[name] += float(s["first_wins"][w, a])
+    n_first = max(float(s["first_sold"][w]), 1.0)
+    return {
+        "accuracy": float(s["successes"][w] / tasks),
+        "cost_per_item": float(s["cost"][w] / tasks),
+        "calls_per_item": float(s["calls"][w] / tasks),
+        "margin": _ratio(s["margin"][w], s["auctions_won"][w]),
+        "margin_share": _ratio(s["margin"][w], s["auctions_won"][w] * R),
+        "subsidy": float(s["subsidy"][w] / tasks),
+        "clearing_price": _ratio(s["first_price"][w], s["first_sold"][w]),
+        "consumer_pays": float(-s["consumer_net"][w] / tasks),
+        "first_solver_share": {k: v / n_first for k, v in first.items()},
+        "calls_by_solver": {k: v / tasks for k, v in by_solver.items()},
+        "reward_usd": R,
+        "n_items": int(tasks),
+    }
