@@ -255,7 +255,7 @@ class AnswersParams(ParamsModel):
 
 
 class TrajectoryParams(ParamsModel):
-    train_every: int = Field(5, ge=1)
+    train_every: int = Field(1, ge=1)
     """Write every auction of every n-th training round (1 = all of them, ~5 M rows at the default scale); the chain's final rounds and the answers test split are always written in full."""
 
 
