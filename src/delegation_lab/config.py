@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 
 # --------------------------------------------------------------------------------------------
@@ -349,6 +350,8 @@ class Params(ParamsModel):
     """MLflow tracking."""
     frontier: FrontierParams = FrontierParams()
     """The shared cost-accuracy frontier (stage `frontier`)."""
+    coordinator: CoordinatorParams = CoordinatorParams()
+    """DQN coordinator under management and delegation rules, History Matters §3.1-3.2 (stage `coordinator`)."""
 
     @field_validator("solvers")
     @classmethod
