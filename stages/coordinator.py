@@ -8,11 +8,10 @@ import time
 import numpy as np
 import polars as pl
 
+from delegation_lab.coordinator.mlflow_log import BackgroundMlflow
 from delegation_lab.coordinator.plots import plot_share, plot_sweep, plot_training
 from delegation_lab.coordinator.results import (
     curve_tables,
-    episode_curves,
-    late_per_lane,
     study_metrics,
     summary_rows,
     sweep_table,
@@ -32,48 +31,25 @@ def coordinator(ctx: StageContext) -> None:
     t_start = time.perf_counter()
     params = ctx.params.coordinator
     layout, data = prepare_inputs(params, list(ctx.params.solvers), ctx.params.ability_map.bucket_edges, ctx.layout)
-    study = CoordinatorStudy(params, data, layout, progress=ctx.progress)
-    runs = study.run()
-    t_trained = time.perf_counter()
-
-    metrics = study_metrics(runs, params.late_episodes, params.packet_size)
-    metrics["setup"] = {
-        "dataset": ctx.params.data.dataset, "agents": list(layout.columns), "routes": [">".join(r) for r in layout.routes],
-        "train_items": data.train.n_items, "test_items": data.test.n_items, "ability_map": data.has_map,
-        "device": str(study.device), "torch_threads": params.torch_threads,
-    }
-
-    # MLflow: a child run per method x seed (per cost weight in the sweep), per-episode curves.
-    run_ids: dict[tuple[str, int], str | None] = {}
-    t_log = time.perf_counter()
-    with ctx.tracker.stage_run(STUDY, STUDY, params) as parent:
-        for run in runs:
-            curves = episode_curves(run.train)
-            eps = run.epsilon
-            lt = late_per_lane(run.train, params.late_episodes)
-            te = test_per_lane(run.test, params.packet_size)
-            for lane in range(run.lanes):
-                seed = int(run.seeds[lane])
-                child_params = {"study": run.study, "method": run.method, "seed": seed,
-                                "cost_weight": float(run.cost_weights[lane]), "use_map": run.use_map,
-                                "episodes": params.episodes, "packet_size": params.packet_size,
-                                "solver_set": ",".join(run.solver_set)}
-                if run.policy is not None:
-                    child_params["dqn"] = params.dqn.model_dump()
-                with parent.child(run.names[lane], seed, params=child_params, study=run.study,
-                                  operating_point=run.operating_point(lane)) as child:
-                    series = {f"train/{k}": curves[k][lane] for k in params.mlflow_series if k in curves}
-                    if "epsilon" in params.mlflow_series and eps is not None:
-                        series["train/epsilon"] = eps[lane]
-                    child.log_series(series)
-                    child.log_metrics({
-                        "late/return": lt["return"][lane], "late/accuracy": lt["accuracy"][lane],
-                        "late/cost_per_episode_usd": lt["cost_per_episode"][lane], "cost/cumulative_usd": lt["cum_cost"][lane],
-                        "eval/accuracy": te["accuracy"][lane], "eval/return": te["return"][lane],
-                        "cost/per_item_usd": te["cost_per_item"][lane], "eval/calls_per_item": te["calls_per_item"][lane],
-                    })
-                    run_ids[(run.names[lane], seed)] = child.run_id
-        parent.log_metrics({k: v for k, v in _flat(metrics).items() if "paper" not in k})
+    # MLflow (a child run per method x seed, per cost weight in the sweep, with per-episode curves)
+    # is written by a background process while the next method trains.
+    mlflow = BackgroundMlflow(ctx.params.tracking, ctx.tracker.root, STUDY, params)
+    try:
+        study = CoordinatorStudy(params, data, layout, progress=ctx.progress, on_run=mlflow.submit)
+        runs = study.run()
+        t_trained = time.perf_counter()
+        metrics = study_metrics(runs, params.late_episodes, params.packet_size)
+        metrics["setup"] = {
+            "dataset": ctx.params.data.dataset, "agents": list(layout.columns),
+            "routes": [">".join(r) for r in layout.routes], "train_items": data.train.n_items,
+            "test_items": data.test.n_items, "ability_map": data.has_map, "device": str(study.device),
+            "torch_threads": params.torch_threads, "mgmt_policy_rules": params.mgmt_policy_rules,
+        }
+        mlflow.parent_metrics({k: v for k, v in _flat(metrics).items() if "paper" not in k})
+        run_ids = mlflow.close()
+    except BaseException as e:
+        mlflow.abort(f"{type(e).__name__}: {e}")
+        raise
     t_logged = time.perf_counter()
 
     # Summaries (test rows for the frontier, late-train rows beside them) and trajectories.
@@ -117,7 +93,7 @@ def coordinator(ctx: StageContext) -> None:
     plot_sweep(sweep, base_points, figures / "lambda_sweep.png")
 
     metrics["timing"] = {
-        "train_and_eval_seconds": round(t_trained - t_start, 1), "mlflow_seconds": round(t_logged - t_log, 1),
+        "train_and_eval_seconds": round(t_trained - t_start, 1), "mlflow_wait_seconds": round(t_logged - t_trained, 1),
         "trajectories_seconds": round(t_written - t_logged, 1), "trajectory_rows": rows,
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }
@@ -153,7 +129,7 @@ def _report(metrics: dict) -> None:
                   f"accuracy {m['late_accuracy_mean']:.3f}, ${m['late_cost_per_episode_mean']:.4f}/episode; "
                   f"test accuracy {m['test_accuracy_mean']:.3f} at ${m['test_cost_per_item_mean']:.6f}/item{extra}")
     t = metrics["timing"]
-    print(f"coordinator: trained in {t['train_and_eval_seconds']} s, MLflow {t['mlflow_seconds']} s, "
+    print(f"coordinator: trained in {t['train_and_eval_seconds']} s, then waited {t['mlflow_wait_seconds']} s for MLflow, "
           f"{t['trajectory_rows']} trajectory rows in {t['trajectories_seconds']} s")
 
 

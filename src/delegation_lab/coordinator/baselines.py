@@ -5,8 +5,11 @@
 - `random`: uniform over the action space, from the lane's own stream ([seed, 5]; [seed, 6] on the test split).
 - `oracle`: the action of highest immediate reward knowing the labels (the cheapest correct option;
   the cheapest option when nobody is right) — an upper bound, not a policy one could deploy.
-- `mgmt_policy`: the frozen, greedy management coordinator played in the delegation env, each of
-  its routes sent as the matching joint action (kickoff the manager, pass down the route).
+- `mgmt_policy`: the frozen, greedy management coordinator on the delegation study's packets
+  (every method with the same seed sees the same packets), under its own management rule
+  (`mgmt_policy_rules: management`, the paper's matched comparison) or with each route sent as the
+  matching joint action of the delegation env (`delegation`: kickoff the manager, pass down the
+  route, paying the delegation edge fees).
 - a trained DQN's greedy policy.
 """
 

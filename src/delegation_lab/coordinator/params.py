@@ -83,6 +83,8 @@ class CoordinatorParams(ParamsModel):
     """First seed."""
     late_episodes: int = Field(100, ge=1)
     """Late-training window (last episodes) for the late-train metrics."""
+    mgmt_policy_rules: Literal["management", "delegation"] = "management"
+    """How mgmt_policy plays the delegation study's packets: `management` = the frozen coordinator's own routes and cost rule (the paper's matched comparison), `delegation` = each route sent as its joint action (kickoff the manager, pass down the route), paying the delegation edge fees."""
     dqn: DqnParams = DqnParams()
     """Q-network and DQN schedule (Table 3)."""
     sweep: SweepParams = SweepParams()

@@ -123,8 +123,9 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 class CoordinatorStudy:
     def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None):
         self.p, self.data, self.layout, self.progress, self.log = params, data, layout, progress, log
+        self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
         self.train_table = data.train.select(layout.columns)
         self.test_table = data.test.select(layout.columns)
         self.device = resolve_device(params.device)
@@ -155,16 +156,17 @@ class CoordinatorStudy:
         t0 = time.perf_counter()
         use_map = method == "dqn_map" or (method != "dqn_nomap" and self.data.has_map)
         policy = epsilon = None
+        rules = study
         if method == "mgmt_policy":
             source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
             assert source is not None  # params validation guarantees the management coordinator ran first
             use_map = source.use_map
-        train, test = self.envs(study, use_map, seeds, weights)
+            rules = self.p.mgmt_policy_rules
+        train, test = self.envs(rules, use_map, seeds, weights)
         actions = train.actions
         if method in ("dqn_map", "dqn_nomap"):
             update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{method}")
-            with torch_threads(self.p.torch_threads):
-                result = train_batched(train, self.p.dqn, self.device, update)
+            result = train_batched(train, self.p.dqn, self.device, update)
             close()
             policy, epsilon = result.policy, result.epsilon
             act = baselines.greedy(policy)
@@ -176,6 +178,8 @@ class CoordinatorStudy:
                 act = baselines.uniform_random(seeds, actions.n)
             elif method == "oracle":
                 act = baselines.oracle()
+            elif method == "mgmt_policy" and rules == "management":
+                act = baselines.greedy(source.policy)
             elif method == "mgmt_policy":
                 act = baselines.management_in_delegation(source.policy, self.layout.routes, self.layout.columns)
             else:  # pragma: no cover - params validation restricts methods
@@ -192,9 +196,15 @@ class CoordinatorStudy:
         run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, epsilon, policy,
                         time.perf_counter() - t0, solver_set, sweep)
         self.runs.append(run)
+        if self.on_run is not None:
+            self.on_run(run)
         return run
 
     def run(self) -> list[MethodRun]:
+        with torch_threads(self.p.torch_threads):
+            return self._run()
+
+    def _run(self) -> list[MethodRun]:
         p = self.p
         seeds = np.arange(p.first_seed, p.first_seed + p.seeds)
         weights = np.full(len(seeds), p.cost_weight)
