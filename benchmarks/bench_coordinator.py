@@ -25,7 +25,7 @@ from delegation_lab.coordinator.reference import train_reference
 from delegation_lab.tables import Layout
 
 SEEDS = 20
-STEPS = int(os.environ.get("BENCH_COORDINATOR_STEPS", "1500"))
+STEPS = int(os.environ.get("BENCH_COORDINATOR_STEPS", "2000"))
 ROUTES = [["A"], ["A", "B"], ["A", "B", "C"]]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +52,11 @@ def main() -> None:
     print(f"{SEEDS} seeds x {STEPS} env steps each ({STEPS - p.learning_starts} updates), {source}, 1 torch thread")
     for kind in ("management", "delegation"):
         acts = management_actions(ROUTES, t.solvers) if kind == "management" else delegation_actions(t.solvers)
+        # warm-up outside the clock: torch's lazy imports on the first optimiser step, allocator
+        warm = DqnParams(learning_starts=5)
+        train_batched(VecCoordinatorEnv(t, acts, cfg, [0, 1], 100.0, episodes=10), warm, max_steps=20)
+        env = ManagementEnv(t, ROUTES, cfg) if kind == "management" else DelegationEnv(t, cfg)
+        train_reference(env, 0, warm, episodes=10, max_steps=20)
         vec = VecCoordinatorEnv(t, acts, cfg, list(range(SEEDS)), 100.0, episodes=10_000)
         trace: list = []
         start = time.perf_counter()

@@ -58,8 +58,12 @@ def test_ensemble_layers_hold_each_seeds_reference_init():
             assert torch.equal(w, w_ref) and torch.equal(b, b_ref)
     ref = q_network(sizes, 7)
     x = torch.randn(5, 13)
-    np.testing.assert_allclose(EnsembleQ.forward(net.params, x.expand(3, 5, 13).contiguous())[1].detach(),
-                               ref(x).detach(), atol=1e-6)
+    xs = x.expand(3, 5, 13).contiguous()
+    q = EnsembleQ.forward(net.params, xs)
+    np.testing.assert_allclose(q[1].detach(), ref(x).detach(), atol=1e-6)
+    taken = torch.randint(0, 189, (3, 5))
+    np.testing.assert_allclose(net.forward_taken(net.params, xs, taken).detach(),
+                               q.gather(2, taken[:, :, None])[:, :, 0].detach(), atol=1e-6)
 
 
 def batched_trace(env: VecCoordinatorEnv, p: DqnParams, steps: int) -> tuple[np.ndarray, np.ndarray]:

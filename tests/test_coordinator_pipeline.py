@@ -120,6 +120,8 @@ def test_on_routellm_gsm8k_answers_the_learned_policy_beats_always_gpt4_per_doll
         learned, always = block["dqn_map"], block["always_a"]
         assert learned["test_accuracy_per_dollar_mean"] > always["test_accuracy_per_dollar_mean"], env_study
         assert learned["late_return_mean"] > block["random"]["late_return_mean"], env_study
-        assert learned["test_accuracy_mean"] > 0.6  # more than Mixtral alone would be without GPT-4 help
+        # Mixtral first, GPT-4 when it fails: more accurate than GPT-4 alone (0.86) at a fraction of its cost
+        assert learned["test_accuracy_mean"] > always["test_accuracy_mean"], env_study
+        assert learned["test_cost_per_item_mean"] < 0.5 * always["test_cost_per_item_mean"], env_study
     summaries = pl.read_parquet(project / "results" / "summaries" / "coordinator.parquet")
     assert set(summaries["dataset"]) == {"replay"} and set(summaries["solver_set"]) <= {"gpt4", "mixtral", "gpt4,mixtral"}
