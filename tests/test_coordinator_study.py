@@ -189,3 +189,24 @@ def test_default_scale_params_are_the_papers():
     d = p.dqn
     assert (d.learning_rate, d.hidden, d.batch_size, d.buffer_size, d.target_sync, d.epsilon_decay_steps, d.gamma) == \
         (1e-3, 128, 32, 80_000, 200, 20_000, 0.99)
+
+
+def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
+    from delegation_lab.coordinator.actions import delegation_actions, route_as_joint_action
+    from delegation_lab.tables import Layout
+
+    params = small_params(seeds=2, methods=["dqn_map", "mgmt_policy", "always_a"], mgmt_policy_rules="delegation",
+                          sweep=SweepParams(seeds=0))
+    env_layout, data = prepare_inputs(params, SOLVERS, None, Layout(fake))
+    runs = CoordinatorStudy(params, data, env_layout, log=lambda _: None).run()
+    run = next(r for r in runs if r.method == "mgmt_policy")
+    assert run.study == "delegation" and run.actions.n == 189
+    routes = {delegation_actions(tuple(SOLVERS)).names[route_as_joint_action(r, tuple(SOLVERS))] for r in env_layout.routes}
+    frame = trajectory_frame(run, 0, "train")
+    assert set(frame["action"]) <= routes and len(set(frame["action"])) >= 2
+    # the same frozen policy under its own rule pays no kickoff fee: cheaper on the same packets
+    own = small_params(seeds=2, methods=["dqn_map", "mgmt_policy", "always_a"], sweep=SweepParams(seeds=0))
+    runs_own = CoordinatorStudy(own, data, env_layout, log=lambda _: None).run()
+    mine = next(r for r in runs_own if r.method == "mgmt_policy")
+    assert mine.actions.n == 3
+    assert (mine.train.stats["cost_usd"].sum(axis=1) < run.train.stats["cost_usd"].sum(axis=1)).all()
