@@ -82,8 +82,9 @@ def plot_sweep(sweep: pl.DataFrame, baselines: pl.DataFrame, out: Path) -> Path:
         for w, c, a in zip(g["cost_weight"], g["cost_per_item_usd"], g["accuracy"], strict=True):
             ax.annotate(f"λ={w:g}", (c, a), fontsize=7, xytext=(3, 3), textcoords="offset points")
     for row in baselines.iter_rows(named=True):
-        ax.scatter(row["cost_per_item_usd"], row["accuracy"], marker="s", color=STYLE.get(row["method"]),
-                   label=f"{row['study']}.{row['method']}")
+        ax.scatter(row["cost_per_item_usd"], row["accuracy"], marker="s" if row["study"] == "management" else "D",
+                   facecolors="none" if row["study"] == "delegation" else STYLE.get(row["method"]),
+                   edgecolors=STYLE.get(row["method"]), s=50, label=f"{row['study']}.{row['method']}")
     ax.set_xscale("log")
     ax.set_xlabel("cost per item ($, test split)")
     ax.set_ylabel("accuracy (test split)")
