@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
+from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 from delegation_lab.redref.params import RedrefParams
 
@@ -361,6 +362,8 @@ class Params(ParamsModel):
     """REDEREF (seed 003): training-free belief-guided delegation (stage `redref`)."""
     market: MarketParams = MarketParams()
     """Sequential-auction markets, seed 004 (stage `market`)."""
+    coordinator: CoordinatorParams = CoordinatorParams()
+    """DQN coordinator under management and delegation rules, History Matters §3.1-3.2 (stage `coordinator`)."""
 
     @field_validator("solvers")
     @classmethod

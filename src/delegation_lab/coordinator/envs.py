@@ -1,0 +1,354 @@
+"""The coordinator's environments: management (routes down a chain) and delegation (kickoff set x
+local choices), vectorised over independent lanes (one lane per seed, or per seed x cost weight),
+plus single-lane Gymnasium wrappers (`ManagementEnv`, `DelegationEnv`).
+
+An episode is a packet of `packet_size` items. Each step is one attempt on the current item: the
+chosen action decides which solvers answer (their one cached answer each, so asking the same solver
+again repeats the same answer); the attempt succeeds if any answerer's label is correct. Reward
+
+    r = R_corr - lambda * (C_solve + C_fee) - R_fail
+
+with C_solve the answerers' cached costs, C_fee = alpha * n_e * C_solve on a management route with
+n_e handoffs, or alpha * sum of the recipients' expected solve costs over the delegation edges
+(see `actions`), and R_fail = fail_penalty when the item's max_attempts-th attempt fails (the item is
+then dropped). A correct answer or a drop moves to the next item; the episode ends after the packet.
+
+Observation (float32): with the map, each solver's success rate and lambda x mean cost of the item's
+difficulty bucket; then the attempt index (one-hot), the solvers that already answered this item,
+and episode progress (items done / packet_size). Without the map ("no map") only the last three.
+
+Lane randomness: packets are drawn from the lane's own stream `default_rng([seed, ENV_STREAM])`,
+which nothing else consumes, so every method run with the same seed sees the same packets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from delegation_lab.coordinator.actions import ActionTable, delegation_actions, management_actions
+from delegation_lab.coordinator.data import SolverTable
+
+ENV_STREAM = 1
+
+
+def lane_rng(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), int(stream)])
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    packet_size: int = 32
+    max_attempts: int = 3
+    fail_penalty: float = 1.0
+    handoff_fee: float = 0.05
+    use_map: bool = True
+
+
+def obs_dim(n_solvers: int, max_attempts: int, use_map: bool) -> int:
+    return (2 * n_solvers if use_map else 0) + max_attempts + n_solvers + 1
+
+
+@dataclass
+class StepRecord:
+    """Chunked per-step log of every lane (rows are global steps, columns lanes)."""
+
+    n_lanes: int
+    chunk: int = 4096
+    fields: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    _buf: dict[str, np.ndarray] = field(default_factory=dict)
+    _row: int = 0
+
+    DTYPES = {
+        "active": np.bool_, "episode": np.int32, "step": np.int32, "item": np.int32, "action": np.int32,
+        "correct": np.bool_, "cost_usd": np.float64, "reward": np.float64, "calls": np.int8,
+        "attempt": np.int8, "position": np.int16, "dropped": np.bool_, "epsilon": np.float32,
+    }
+
+    def add(self, **values: np.ndarray) -> None:
+        if not self._buf or self._row == self.chunk:
+            self._flush()
+            self._buf = {k: np.zeros((self.chunk, self.n_lanes), dtype=d) for k, d in self.DTYPES.items()}
+        for key, value in values.items():
+            self._buf[key][self._row] = value
+        self._row += 1
+
+    def _flush(self) -> None:
+        if self._buf:
+            for key, arr in self._buf.items():
+                self.fields.setdefault(key, []).append(arr[: self._row])
+        self._buf, self._row = {}, 0
+
+    def lane(self, lane: int) -> dict[str, np.ndarray]:
+        """Every step of one lane, in order (only the steps where it was active)."""
+        self._flush()
+        if not self.fields:
+            return {k: np.zeros(0, dtype=d) for k, d in self.DTYPES.items()}
+        cols = {k: np.concatenate([c[:, lane] for c in v]) for k, v in self.fields.items()}
+        keep = cols.pop("active")
+        return {k: v[keep] for k, v in cols.items()}
+
+
+class VecCoordinatorEnv:
+    """`n_lanes` independent copies of one coordinator environment, stepped together in numpy.
+
+    mode `sample`: each episode draws a packet of distinct items from the lane's stream; mode
+    `sequential`: episode k plays items [k*P, (k+1)*P) of the table in order (the held-out sweep;
+    the last packet may be shorter), identical for every lane. Lanes auto-reset until they have
+    played `episodes` episodes, then stay finished (`active` False) while the others go on.
+    """
+
+    def __init__(
+        self,
+        table: SolverTable,
+        actions: ActionTable,
+        config: EnvConfig,
+        seeds: list[int] | np.ndarray,
+        cost_weights: float | list[float] | np.ndarray,
+        episodes: int | None = None,
+        mode: Literal["sample", "sequential"] = "sample",
+        record: bool = False,
+        auto_reset: bool = True,
+    ):
+        if table.solvers != actions.solvers:
+            raise ValueError(f"table solvers {table.solvers} != action solvers {actions.solvers}")
+        if config.use_map and table.map_rate is None:
+            raise ValueError("use_map needs an ability map (the table has no map features)")
+        if mode == "sample" and table.n_items < config.packet_size:
+            raise ValueError(f"{table.split} split has {table.n_items} items, fewer than packet_size {config.packet_size}")
+        self.table, self.actions, self.config, self.mode = table, actions, config, mode
+        self.seeds = np.asarray(seeds, dtype=np.int64)
+        self.L = len(self.seeds)
+        self.S = len(table.solvers)
+        self.P = config.packet_size
+        self.K = config.max_attempts
+        self.lam = np.broadcast_to(np.asarray(cost_weights, dtype=np.float64), (self.L,)).copy()
+        if mode == "sequential":
+            seq_episodes = -(-table.n_items // self.P)
+            episodes = seq_episodes if episodes is None else min(episodes, seq_episodes)
+        self.episodes = episodes
+        self.auto_reset = auto_reset
+        self.rngs = [lane_rng(s, ENV_STREAM) for s in self.seeds]
+        self.obs_dim = obs_dim(self.S, self.K, config.use_map)
+        # per-item observation features (lambda applied per lane at observation time)
+        if config.use_map:
+            self._rate = table.map_rate.astype(np.float32)
+            self._mcost = table.map_cost.astype(np.float64)
+        self._correct = table.correct
+        self._cost = table.cost
+        self._expected = table.expected_cost
+        self._ans = actions.answers
+        self._ans_f = actions.answers.astype(np.float64)
+        self._handoffs = actions.handoffs.astype(np.float64)
+        self._edges = actions.edges.astype(np.float64)
+        # lane state
+        self.packet = np.zeros((self.L, self.P), dtype=np.int64)
+        self.packet_len = np.full(self.L, self.P, dtype=np.int64)
+        self.pos = np.zeros(self.L, dtype=np.int64)
+        self.attempt = np.zeros(self.L, dtype=np.int64)
+        self.tried = np.zeros((self.L, self.S), dtype=bool)
+        self.episode = np.zeros(self.L, dtype=np.int64)  # episodes completed
+        self.t_ep = np.zeros(self.L, dtype=np.int64)
+        self.active = np.ones(self.L, dtype=bool)
+        n_ep = episodes if episodes is not None else 1
+        self.stats = {
+            "return": np.zeros((self.L, n_ep)), "cost_usd": np.zeros((self.L, n_ep)),
+            "correct": np.zeros((self.L, n_ep), dtype=np.int64), "steps": np.zeros((self.L, n_ep), dtype=np.int64),
+            "items": np.zeros((self.L, n_ep), dtype=np.int64), "calls": np.zeros((self.L, n_ep, self.S), dtype=np.int64),
+        }
+        self._ep_acc = {k: np.zeros_like(v[:, 0]) for k, v in self.stats.items()}
+        self.record = StepRecord(self.L) if record else None
+        self.total_steps = np.zeros(self.L, dtype=np.int64)
+
+    # ------------------------------------------------------------------------------ episodes
+
+    def _new_packets(self, lanes: np.ndarray) -> None:
+        for lane in np.flatnonzero(lanes):
+            if self.mode == "sample":
+                self.packet[lane] = self.rngs[lane].choice(self.table.n_items, self.P, replace=False)
+                self.packet_len[lane] = self.P
+            else:
+                start = int(self.episode[lane]) * self.P
+                items = np.arange(start, min(start + self.P, self.table.n_items))
+                self.packet[lane, : len(items)] = items
+                self.packet[lane, len(items):] = items[-1]
+                self.packet_len[lane] = len(items)
+        self.pos[lanes] = 0
+        self.attempt[lanes] = 0
+        self.tried[lanes] = False
+        self.t_ep[lanes] = 0
+
+    def reset(self) -> np.ndarray:
+        everyone = np.ones(self.L, dtype=bool)
+        self.episode[:] = 0
+        self.active[:] = True
+        self._new_packets(everyone)
+        return self.observe()
+
+    def current_items(self) -> np.ndarray:
+        return self.packet[np.arange(self.L), np.minimum(self.pos, self.packet_len - 1)]
+
+    def observe(self) -> np.ndarray:
+        """[L, obs_dim] float32; a finished packet (terminal state) has zero item features."""
+        items = self.current_items()
+        live = (self.pos < self.packet_len)[:, None]
+        parts = []
+        if self.config.use_map:
+            parts.append(self._rate[items] * live)
+            parts.append((self._mcost[items] * self.lam[:, None]).astype(np.float32) * live)
+        onehot = np.zeros((self.L, self.K), dtype=np.float32)
+        onehot[np.arange(self.L), np.minimum(self.attempt, self.K - 1)] = 1.0
+        parts.append(onehot * live)
+        parts.append(self.tried.astype(np.float32))
+        parts.append((self.pos / self.P).astype(np.float32)[:, None])
+        return np.concatenate(parts, axis=1)
+
+    # ------------------------------------------------------------------------------- stepping
+
+    def outcomes(self, items: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(answer mask [L, S], success [L], solve cost [L], fee [L]) of `actions` on `items`."""
+        ans = self._ans[actions]
+        success = (ans & self._correct[items]).any(axis=1)
+        solve = (self._ans_f[actions] * self._cost[items]).sum(axis=1)
+        fee = self.config.handoff_fee * (self._handoffs[actions] * solve + (self._edges[actions] * self._expected[items]).sum(axis=1))
+        return ans, success, solve, fee
+
+    def step(self, actions: np.ndarray, epsilon: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step the active lanes. Returns (next_obs, reward, done, terminal_obs, stepped): `next_obs`
+        is the observation to act on next (after an auto-reset), `terminal_obs` the one that ended
+        the transition (what a replay buffer stores), `stepped` the lanes that moved."""
+        actions = np.asarray(actions, dtype=np.int64)
+        act = self.active.copy()
+        items = self.current_items()
+        ans, success, solve, fee = self.outcomes(items, actions)
+        ans &= act[:, None]
+        success &= act
+        cost = np.where(act, solve + fee, 0.0)
+        failed = act & ~success
+        attempt_before = self.attempt.copy()
+        self.attempt = np.where(failed, self.attempt + 1, self.attempt)
+        dropped = failed & (self.attempt >= self.K)
+        reward = success.astype(np.float64) - self.lam * cost - self.config.fail_penalty * dropped
+        reward = np.where(act, reward, 0.0)
+        advance = success | dropped
+        self.tried |= ans
+        self.tried[advance] = False
+        self.attempt[advance] = 0
+        if self.record is not None:
+            eps = np.broadcast_to(np.asarray(epsilon, dtype=np.float32), (self.L,))
+            self.record.add(active=act, episode=self.episode, step=self.t_ep, item=items, action=actions,
+                            correct=success, cost_usd=cost, reward=reward, calls=ans.sum(axis=1),
+                            attempt=attempt_before + 1, position=self.pos, dropped=dropped, epsilon=eps)
+        acc = self._ep_acc
+        acc["return"] += reward
+        acc["cost_usd"] += cost
+        acc["correct"] += success
+        acc["steps"] += act
+        acc["calls"] += ans
+        self.pos = self.pos + advance
+        self.t_ep = self.t_ep + act
+        self.total_steps += act
+        done = act & (self.pos >= self.packet_len)
+        terminal_obs = self.observe()
+        if done.any():
+            lanes = np.flatnonzero(done)
+            ep = self.episode[lanes]
+            acc["items"][lanes] = self.packet_len[lanes]
+            if self.episodes is not None:
+                for key, arr in self.stats.items():
+                    arr[lanes, ep] = acc[key][lanes]
+            for arr in acc.values():
+                arr[lanes] = 0
+            self.episode[lanes] += 1
+            if self.auto_reset:
+                finished = done & (self.episode >= self.episodes) if self.episodes is not None else np.zeros_like(done)
+                self.active &= ~finished
+                again = done & ~finished
+                if again.any():
+                    self._new_packets(again)
+            next_obs = self.observe()
+        else:
+            next_obs = terminal_obs
+        return next_obs, reward, done, terminal_obs, act
+
+    def oracle_actions(self) -> np.ndarray:
+        """Per lane, the action of highest immediate reward knowing the labels (first on ties):
+        the cheapest correct option, or the cheapest option when none is correct."""
+        items = self.current_items()
+        correct = self._correct[items]  # [L, S]
+        success = (self._ans[None] & correct[:, None, :]).any(axis=2)  # [L, A]
+        solve = self._cost[items] @ self._ans_f.T  # [L, A]
+        fee = self.config.handoff_fee * (self._handoffs[None] * solve + self._expected[items] @ self._edges.T)
+        value = success - self.lam[:, None] * (solve + fee)
+        return np.argmax(value, axis=1)
+
+
+# ------------------------------------------------------------------------------------ Gymnasium
+
+
+class _SingleLaneEnv(gym.Env):
+    """One lane of `VecCoordinatorEnv` behind the Gymnasium API (explicit resets, no auto-reset)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, table: SolverTable, actions: ActionTable, config: EnvConfig, cost_weight: float = 100.0,
+                 mode: Literal["sample", "sequential"] = "sample"):
+        self.table, self.table_actions, self.config = table, actions, config
+        self.cost_weight, self.mode = cost_weight, mode
+        dim = obs_dim(len(table.solvers), config.max_attempts, config.use_map)
+        high = np.ones(dim, dtype=np.float32)
+        if config.use_map:  # lambda x mean cost of the bucket: bounded by the table's largest
+            n = len(table.solvers)
+            high[n:2 * n] = np.float32(cost_weight) * table.map_cost.max(axis=0).astype(np.float32) + 1e-6
+        self.observation_space = gym.spaces.Box(low=0.0, high=high, shape=(dim,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(actions.n)
+        self.core: VecCoordinatorEnv | None = None
+
+    def _make_core(self, seed: int) -> VecCoordinatorEnv:
+        return VecCoordinatorEnv(self.table, self.table_actions, self.config, [seed], self.cost_weight,
+                                 episodes=None, mode=self.mode, auto_reset=False)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if seed is not None or self.core is None:
+            lane_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+            self.core = self._make_core(lane_seed)
+            obs = self.core.reset()
+        else:
+            self.core.active[:] = True
+            self.core._new_packets(np.ones(1, dtype=bool))
+            obs = self.core.observe()
+        return obs[0], {"item_id": self._item_id()}
+
+    def _item_id(self) -> str:
+        return str(self.table.item_ids[self.core.current_items()[0]])
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self.core is None:
+            raise RuntimeError("call reset() before step()")
+        item_id = self._item_id()
+        items = self.core.current_items()
+        _, success, solve, fee = self.core.outcomes(items, np.array([int(action)]))
+        _, reward, done, terminal_obs, _ = self.core.step(np.array([int(action)]))
+        info = {"item_id": item_id, "executors": self.table_actions.executors(int(action)),
+                "correct": bool(success[0]), "cost_usd": float(solve[0] + fee[0])}
+        return terminal_obs[0], float(reward[0]), bool(done[0]), False, info
+
+
+class ManagementEnv(_SingleLaneEnv):
+    """History Matters §3.1: one action per management route (A; A->B; A->B->C)."""
+
+    def __init__(self, table: SolverTable, routes: list[list[str]], config: EnvConfig = EnvConfig(),
+                 cost_weight: float = 100.0, mode: Literal["sample", "sequential"] = "sample"):
+        super().__init__(table, management_actions(routes, table.solvers), config, cost_weight, mode)
+
+
+class DelegationEnv(_SingleLaneEnv):
+    """History Matters §3.2: kickoff set x each agent's answer / pass choice (189 joint actions for 3)."""
+
+    def __init__(self, table: SolverTable, config: EnvConfig = EnvConfig(), cost_weight: float = 100.0,
+                 mode: Literal["sample", "sequential"] = "sample"):
+        super().__init__(table, delegation_actions(table.solvers), config, cost_weight, mode)

@@ -1,0 +1,133 @@
+"""The `coordinator` section of params.yaml: the environments, the DQN (Table 3 of History Matters)
+and the cost-weight sweep. Checks that need data (unknown solvers, a missing ability map, a cache
+missing train items) live in `coordinator.data` and run before any training starts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from delegation_lab.params_model import ParamsModel
+
+STUDIES = ("management", "delegation")
+METHODS = ("dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle")
+
+
+class DqnParams(ParamsModel):
+    learning_rate: float = Field(1.0e-3, gt=0)
+    """Adam learning rate."""
+    hidden: int = Field(128, ge=1)
+    """Units in each hidden layer of the Q-network."""
+    hidden_layers: int = Field(1, ge=1, le=4)
+    """Hidden layers of the Q-network (ReLU); Table 3 gives only the width, 2 layers cost ~3x the CPU time."""
+    batch_size: int = Field(32, ge=1)
+    """Transitions per gradient step (per seed)."""
+    buffer_size: int = Field(80_000, ge=1)
+    """Replay capacity per seed (a ring buffer)."""
+    target_sync: int = Field(200, ge=1)
+    """Gradient updates between copies of the online network into the target network."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount factor."""
+    epsilon_start: float = Field(1.0, ge=0, le=1)
+    """Exploration rate before the first gradient step."""
+    epsilon_end: float = Field(0.05, ge=0, le=1)
+    """Exploration rate after the decay."""
+    epsilon_decay_steps: int = Field(20_000, ge=1)
+    """Gradient steps over which epsilon falls linearly from epsilon_start to epsilon_end."""
+    learning_starts: int = Field(1_000, ge=0)
+    """Environment steps (per seed) collected before the first gradient step."""
+    train_frequency: int = Field(1, ge=1)
+    """Environment steps per gradient step."""
+
+
+class SweepParams(ParamsModel):
+    cost_weights: list[float] = [10.0, 30.0, 100.0, 300.0, 1000.0]
+    """Cost weights (lambda) tracing the coordinator's own frontier; the main cost_weight reuses the main runs."""
+    seeds: int = Field(5, ge=0)
+    """Seeds per cost weight (0 = no sweep); seeds first_seed .. first_seed + seeds - 1."""
+    studies: list[Literal["management", "delegation"]] = ["management"]
+    """Environments swept (each with its dqn_map coordinator); delegation's 189-way Q-network costs ~4x management's."""
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepParams:
+        if any(w <= 0 for w in self.cost_weights):
+            raise ValueError(f"cost_weights must be positive (got {self.cost_weights})")
+        return self
+
+
+class CoordinatorParams(ParamsModel):
+    studies: list[Literal["management", "delegation"]] = ["management", "delegation"]
+    """Which environments to train and evaluate (History Matters §3.1 and §3.2)."""
+    methods: list[Literal["dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle"]] = list(METHODS)
+    """Methods run in each environment; `mgmt_policy` (delegation only) needs the management study."""
+    routes: list[list[str]] | None = None
+    """Management routes, each a handoff path from the top manager whose last solver answers; null = the prefixes of the `solvers` order (A; A->B; A->B->C)."""
+    agents: list[str] | None = None
+    """Delegation agents (2 to 4 solver names); null = every solver in `solvers` order."""
+    packet_size: int = Field(32, ge=1)
+    """Items per episode (a packet of train items drawn without replacement)."""
+    max_attempts: int = Field(3, ge=1)
+    """Attempts per item; after this many failures the item is dropped with the fail penalty."""
+    fail_penalty: float = Field(1.0, ge=0)
+    """Penalty (subtracted from the reward) when an item is dropped after max_attempts failures."""
+    cost_weight: float = Field(100.0, gt=0)
+    """lambda: dollars are scaled by this into the reward."""
+    handoff_fee: float = Field(0.05, ge=0)
+    """alpha: fee per handoff, as a fraction of the solve cost (management) or of the recipient's expected solve cost (delegation)."""
+    episodes: int = Field(1000, ge=1)
+    """Training episodes per seed."""
+    seeds: int = Field(20, ge=1)
+    """Independent runs, seeds first_seed .. first_seed + seeds - 1, all trained batched in one process."""
+    first_seed: int = Field(0, ge=0)
+    """First seed."""
+    late_episodes: int = Field(100, ge=1)
+    """Late-training window (last episodes) for the late-train metrics."""
+    mgmt_policy_rules: Literal["management", "delegation"] = "management"
+    """How mgmt_policy plays the delegation study's packets: `management` = the frozen coordinator's own routes and cost rule (the paper's matched comparison), `delegation` = each route sent as its joint action (kickoff the manager, pass down the route), paying the delegation edge fees."""
+    dqn: DqnParams = DqnParams()
+    """Q-network and DQN schedule (Table 3)."""
+    sweep: SweepParams = SweepParams()
+    """Cost-weight sweep of the dqn_map coordinator (greedy test evaluation per weight)."""
+    device: str = "cpu"
+    """torch device for the Q-networks (`cpu`, `cuda`, `cuda:1`, or `auto` = cuda when available)."""
+    torch_threads: int | None = Field(1, ge=1)
+    """torch.set_num_threads for training (small batched matmuls run best on one thread); null = torch's default."""
+    trajectories: bool = True
+    """Write every environment step as a trajectory row (train and test)."""
+    mlflow_series: list[Literal["return", "accuracy", "cost_usd", "epsilon", "steps"]] = ["return", "accuracy", "cost_usd"]
+    """Per-episode curves logged to each MLflow child run (train/<name>); every key costs ~0.15 s per 1000 points."""
+
+    @model_validator(mode="after")
+    def _check(self) -> CoordinatorParams:
+        if self.late_episodes > self.episodes:
+            raise ValueError(f"late_episodes ({self.late_episodes}) > episodes ({self.episodes})")
+        if not self.studies:
+            raise ValueError("studies is empty: name management, delegation or both")
+        if not self.methods:
+            raise ValueError("methods is empty")
+        if len(set(self.methods)) != len(self.methods) or len(set(self.studies)) != len(self.studies):
+            raise ValueError("studies and methods must not repeat")
+        if "mgmt_policy" in self.methods and "delegation" in self.studies:
+            if "management" not in self.studies or not {"dqn_map", "dqn_nomap"} & set(self.methods):
+                raise ValueError("mgmt_policy rolls out the trained management coordinator: it needs studies "
+                                 "to include management and methods to include dqn_map or dqn_nomap")
+        if self.dqn.epsilon_end > self.dqn.epsilon_start:
+            raise ValueError("dqn.epsilon_end must not exceed dqn.epsilon_start")
+        if self.routes is not None:
+            if not self.routes:
+                raise ValueError("routes is empty; give at least one route or null")
+            for i, route in enumerate(self.routes):
+                if not route:
+                    raise ValueError(f"routes[{i}] is empty")
+                if len(set(route)) != len(route):
+                    raise ValueError(f"routes[{i}] {route} visits a solver twice")
+                if route[0] != self.routes[0][0]:
+                    raise ValueError(f"routes[{i}] {route} starts at {route[0]!r}, not at the manager {self.routes[0][0]!r}")
+            if [self.routes[0][0]] not in self.routes:
+                raise ValueError(f"routes must include the manager alone ([{self.routes[0][0]}]) for always_a")
+            if len({tuple(r) for r in self.routes}) != len(self.routes):
+                raise ValueError("routes must not repeat")
+        if self.agents is not None and not (2 <= len(self.agents) <= 4 and len(set(self.agents)) == len(self.agents)):
+            raise ValueError(f"agents needs 2 to 4 distinct solver names (got {self.agents})")
+        return self

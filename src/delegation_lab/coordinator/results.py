@@ -1,0 +1,275 @@
+"""From finished runs to the study's outputs: late-train and held-out metrics per lane, the paired
+Wilcoxon test against always-A, metrics/coordinator.json (with the paper's Tables 1 and 2 under the
+`paper` segment), summary rows for the frontier, trajectory frames and the curves behind the plots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy.stats import wilcoxon
+
+from delegation_lab.coordinator.envs import VecCoordinatorEnv
+from delegation_lab.coordinator.study import MethodRun
+
+# History Matters, Tables 1 and 2 (late training: last 100 episodes, mean ± std over seeds 0-19) and
+# the text of §3.1-3.2 (Wilcoxon: all 20 seeds better on return and cheaper, two-sided p = 2^-19).
+P19 = 2.0**-19
+
+
+def _row(ret: tuple[float, float], acc: tuple[float, float], cost: tuple[float, float], cum: tuple[float, float],
+         wilcoxon_p: float | None = None) -> dict[str, float]:
+    out = {
+        "late_return_mean": ret[0], "late_return_std": ret[1],
+        "late_accuracy_mean": acc[0], "late_accuracy_std": acc[1],
+        "late_cost_per_episode_mean": cost[0], "late_cost_per_episode_std": cost[1],
+        "cum_cost_mean": cum[0], "cum_cost_std": cum[1],
+    }
+    if wilcoxon_p is not None:
+        out.update(wilcoxon_p_return=wilcoxon_p, wilcoxon_p_cost=wilcoxon_p, seeds_better_return=20, seeds_cheaper=20)
+    return out
+
+
+PAPER_TABLES: dict[str, dict[str, dict[str, float]]] = {
+    "management": {  # Table 1
+        "dqn_map": _row((27.56, 0.32), (0.982, 0.002), (0.033, 0.002), (31.1, 0.7), P19),
+        "dqn_nomap": _row((27.65, 0.28), (0.982, 0.002), (0.032, 0.002), (31.1, 0.7)),
+        "always_a": _row((23.90, 0.30), (0.971, 0.002), (0.063, 0.002), (60.8, 0.2)),
+    },
+    "delegation": {  # Table 2
+        "dqn_map": _row((25.20, 0.42), (0.961, 0.005), (0.043, 0.002), (45.5, 0.6), P19),
+        "dqn_nomap": _row((25.21, 0.33), (0.961, 0.004), (0.043, 0.002), (45.4, 0.6)),
+        "always_a": _row((23.31, 0.30), (0.971, 0.002), (0.068, 0.002), (66.7, 0.2)),
+        "mgmt_policy": _row((28.70, 0.18), (0.986, 0.001), (0.024, 0.001), (23.9, 0.1)),
+    },
+}
+
+
+# ------------------------------------------------------------------------------------ per lane
+
+
+def late_per_lane(env: VecCoordinatorEnv, late: int) -> dict[str, np.ndarray]:
+    """Per lane over the last `late` training episodes (and all of them for the cumulative cost)."""
+    st = env.stats
+    window = slice(env.episodes - late, env.episodes)
+    items = st["items"][:, window].sum(axis=1)
+    steps = st["steps"][:, window].sum(axis=1)
+    return {
+        "return": st["return"][:, window].mean(axis=1),
+        "accuracy": st["correct"][:, window].sum(axis=1) / items,
+        "cost_per_episode": st["cost_usd"][:, window].mean(axis=1),
+        "cost_per_item": st["cost_usd"][:, window].sum(axis=1) / items,
+        "calls_per_item": st["calls"][:, window].sum(axis=(1, 2)) / items,
+        "steps_per_episode": steps / late,
+        "cum_cost": st["cost_usd"].sum(axis=1),
+        "share": st["calls"][:, window].sum(axis=1) / steps[:, None],  # [L, S]: attempts each solver answered
+    }
+
+
+def test_per_lane(env: VecCoordinatorEnv, packet_size: int) -> dict[str, np.ndarray]:
+    """Per lane over the held-out split (every test item once)."""
+    st = env.stats
+    items = st["items"].sum(axis=1)
+    return {
+        "accuracy": st["correct"].sum(axis=1) / items,
+        "cost_per_item": st["cost_usd"].sum(axis=1) / items,
+        "calls_per_item": st["calls"].sum(axis=(1, 2)) / items,
+        "return": st["return"].sum(axis=1) / items * packet_size,  # per packet_size items
+        "n_items": items,
+    }
+
+
+def episode_curves(env: VecCoordinatorEnv) -> dict[str, np.ndarray]:
+    """[L, episodes] per-episode training curves."""
+    st = env.stats
+    return {
+        "return": st["return"],
+        "accuracy": st["correct"] / st["items"],
+        "cost_usd": st["cost_usd"],
+        "cum_cost_usd": np.cumsum(st["cost_usd"], axis=1),
+        "steps": st["steps"].astype(np.float64),
+    }
+
+
+# --------------------------------------------------------------------------------- aggregates
+
+
+def _ms(x: np.ndarray) -> tuple[float, float]:
+    x = np.asarray(x, dtype=np.float64)
+    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else 0.0
+
+
+def paired_test(ours: np.ndarray, base: np.ndarray) -> float | None:
+    """Two-sided Wilcoxon signed-rank p-value of seed-wise pairs (None when undefined)."""
+    diff = np.asarray(ours) - np.asarray(base)
+    if len(diff) < 2 or np.allclose(diff, 0.0):
+        return None
+    return float(wilcoxon(ours, base, alternative="two-sided").pvalue)
+
+
+def study_metrics(runs: list[MethodRun], late: int, packet_size: int) -> dict[str, Any]:
+    """metrics/coordinator.json content for the main (non-sweep) runs of every environment."""
+    out: dict[str, Any] = {}
+    for study in dict.fromkeys(r.study for r in runs if not r.sweep):
+        block: dict[str, Any] = {}
+        mine = [r for r in runs if r.study == study and not r.sweep]
+        base = next((r for r in mine if r.method == "always_a"), None)
+        base_late = late_per_lane(base.train, late) if base is not None else None
+        for run in mine:
+            lt = late_per_lane(run.train, late)
+            te = test_per_lane(run.test, packet_size)
+            m: dict[str, Any] = {}
+            for key, name in (("return", "late_return"), ("accuracy", "late_accuracy"),
+                              ("cost_per_episode", "late_cost_per_episode"), ("cum_cost", "cum_cost"),
+                              ("steps_per_episode", "late_steps_per_episode")):
+                m[f"{name}_mean"], m[f"{name}_std"] = _ms(lt[key])
+            for j, solver in enumerate(run.actions.solvers):
+                m[f"late_share_{solver}"] = float(lt["share"][:, j].mean())
+            for key in ("accuracy", "cost_per_item", "calls_per_item", "return"):
+                m[f"test_{key}_mean"], m[f"test_{key}_std"] = _ms(te[key])
+            m["test_accuracy_per_dollar_mean"] = float((te["accuracy"] / te["cost_per_item"]).mean())
+            if base_late is not None and run.method != "always_a":
+                m["wilcoxon_p_return"] = paired_test(lt["return"], base_late["return"])
+                m["wilcoxon_p_cost"] = paired_test(lt["cost_per_episode"], base_late["cost_per_episode"])
+                m["seeds_better_return"] = int((lt["return"] > base_late["return"]).sum())
+                m["seeds_cheaper"] = int((lt["cost_per_episode"] < base_late["cost_per_episode"]).sum())
+                m["cost_ratio_vs_always_a"] = float(lt["cost_per_episode"].mean() / base_late["cost_per_episode"].mean())
+            m["n_seeds"] = run.lanes
+            m["seconds"] = round(run.seconds, 2)
+            block[run.method] = m
+        if study in PAPER_TABLES:
+            block["paper"] = {k: v for k, v in PAPER_TABLES[study].items() if k in block}
+        out[study] = block
+    sweep: dict[str, Any] = {}
+    for run in runs:
+        te = test_per_lane(run.test, packet_size)
+        lt = late_per_lane(run.train, late)
+        if not (run.sweep or run.method in ("dqn_map", "dqn_nomap")):
+            continue
+        for w in np.unique(run.cost_weights):
+            lanes = run.cost_weights == w
+            key = f"{run.study}.{run.method}"
+            point = sweep.setdefault(key, {}).setdefault(f"lambda={w:g}", {})
+            point["test_accuracy_mean"] = float(te["accuracy"][lanes].mean())
+            point["test_cost_per_item_mean"] = float(te["cost_per_item"][lanes].mean())
+            point["late_return_mean"] = float(lt["return"][lanes].mean())
+            point["n_seeds"] = int(lanes.sum())
+    out["sweep"] = sweep
+    return out
+
+
+# ---------------------------------------------------------------------------------- summaries
+
+
+def summary_rows(runs: list[MethodRun], late: int, packet_size: int, dataset: str,
+                 run_ids: dict[tuple[str, int], str | None]) -> list[dict[str, Any]]:
+    """One row per method x seed x operating point on the test split, and one on the train split
+    (its late-training window)."""
+    rows = []
+    for run in runs:
+        te = test_per_lane(run.test, packet_size)
+        lt = late_per_lane(run.train, late)
+        for lane in range(run.lanes):
+            common = {
+                "study": "coordinator", "method": f"{run.study}.{run.method}", "seed": int(run.seeds[lane]),
+                "operating_point": run.operating_point(lane), "dataset": dataset,
+                "solver_set": ",".join(run.solver_set), "run_id": run_ids.get((run.names[lane], int(run.seeds[lane]))),
+            }
+            rows.append({**common, "split": "test", "accuracy": float(te["accuracy"][lane]),
+                         "cost_per_item_usd": float(te["cost_per_item"][lane]),
+                         "calls_per_item": float(te["calls_per_item"][lane]), "return": float(te["return"][lane]),
+                         "n_items": int(te["n_items"][lane])})
+            rows.append({**common, "split": "train", "accuracy": float(lt["accuracy"][lane]),
+                         "cost_per_item_usd": float(lt["cost_per_item"][lane]),
+                         "calls_per_item": float(lt["calls_per_item"][lane]), "return": float(lt["return"][lane]),
+                         "n_items": int(run.train.stats["items"][lane, -late:].sum())})
+    return rows
+
+
+# ------------------------------------------------------------------------------- trajectories
+
+
+def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int = 0) -> pl.DataFrame:
+    """Every step of one lane as trajectory rows (columns built in numpy / polars, not per row)."""
+    env = run.train if which == "train" else run.test
+    rec = env.record.lane(lane)
+    table = env.table
+    names = pl.Series("action", run.actions.names, dtype=pl.String)
+    executors = pl.Series("executors", [run.actions.executors(a) for a in range(run.actions.n)],
+                          dtype=pl.List(pl.String))
+    action_idx = pl.Series(rec["action"].astype(np.int64))
+    frame = pl.DataFrame({
+        "episode": rec["episode"].astype(np.int64) + episode_offset,
+        "step": rec["step"].astype(np.int64),
+        "split": np.full(len(rec["step"]), which),
+        "item_id": pl.Series(table.item_ids.astype(str)).gather(pl.Series(rec["item"].astype(np.int64))),
+        "action": names.gather(action_idx),
+        "executors": executors.gather(action_idx),
+        "correct": rec["correct"],
+        "cost_usd": rec["cost_usd"],
+        "reward": rec["reward"],
+        "calls": rec["calls"].astype(np.int64),
+        "_attempt": rec["attempt"].astype(np.int64),
+        "_position": rec["position"].astype(np.int64),
+        "_dropped": rec["dropped"],
+        "_epsilon": rec["epsilon"].astype(np.float64).round(4),
+    })
+    parts = [pl.lit('{"attempt":'), pl.col("_attempt"), pl.lit(',"position":'), pl.col("_position"),
+             pl.lit(',"dropped":'), pl.when(pl.col("_dropped")).then(pl.lit("true")).otherwise(pl.lit("false")),
+             pl.lit(f',"cost_weight":{run.cost_weights[lane]:g}')]
+    if which == "train" and run.epsilon is not None:
+        parts += [pl.lit(',"epsilon":'), pl.col("_epsilon")]
+    parts.append(pl.lit("}"))
+    return frame.with_columns(pl.concat_str(parts).alias("extra")).drop("_attempt", "_position", "_dropped", "_epsilon")
+
+
+# ------------------------------------------------------------------------------------- curves
+
+
+def curve_tables(runs: list[MethodRun], study: str) -> dict[str, pl.DataFrame]:
+    """Wide per-episode tables (mean over seeds) for the plots: return, accuracy, cost, cumulative
+    cost (a column per method) and the learned coordinator's solver share (a column per solver)."""
+    mine = [r for r in runs if r.study == study and not r.sweep]
+    if not mine:
+        return {}
+    episodes = np.arange(mine[0].train.episodes)
+    tables: dict[str, pl.DataFrame] = {}
+    for key, name in (("return", "return"), ("accuracy", "accuracy"), ("cost_usd", "cost"), ("cum_cost_usd", "cum_cost")):
+        cols: dict[str, Any] = {"episode": episodes}
+        for run in mine:
+            curve = episode_curves(run.train)[key]
+            cols[run.method] = curve.mean(axis=0)
+            cols[f"{run.method}_std"] = curve.std(axis=0, ddof=1) if run.lanes > 1 else np.zeros(len(episodes))
+        tables[name] = pl.DataFrame(cols)
+    learned = next((r for r in mine if r.method == "dqn_map"), None) or next((r for r in mine if r.method == "dqn_nomap"), None)
+    if learned is not None:
+        st = learned.train.stats
+        share = st["calls"] / np.maximum(st["steps"], 1)[:, :, None]  # [L, E, S]
+        cols = {"episode": episodes}
+        for j, solver in enumerate(learned.actions.solvers):
+            cols[solver] = share[:, :, j].mean(axis=0)
+            cols[f"{solver}_std"] = share[:, :, j].std(axis=0, ddof=1) if learned.lanes > 1 else np.zeros(len(episodes))
+        tables["share"] = pl.DataFrame(cols)
+    return tables
+
+
+def sweep_table(runs: list[MethodRun], packet_size: int) -> pl.DataFrame:
+    """Test accuracy and cost per item per (environment, learned method, cost weight), mean over seeds."""
+    rows = []
+    for run in runs:
+        if not (run.sweep or run.method in ("dqn_map", "dqn_nomap")):
+            continue
+        te = test_per_lane(run.test, packet_size)
+        for w in np.unique(run.cost_weights):
+            lanes = run.cost_weights == w
+            rows.append({"study": run.study, "method": run.method, "cost_weight": float(w),
+                         "accuracy": float(te["accuracy"][lanes].mean()),
+                         "cost_per_item_usd": float(te["cost_per_item"][lanes].mean()),
+                         "return": float(te["return"][lanes].mean()), "n_seeds": int(lanes.sum())})
+    if not rows:
+        return pl.DataFrame(schema={"study": pl.String, "method": pl.String, "cost_weight": pl.Float64,
+                                    "accuracy": pl.Float64, "cost_per_item_usd": pl.Float64,
+                                    "return": pl.Float64, "n_seeds": pl.Int64})
+    return pl.DataFrame(rows).sort(["study", "method", "cost_weight"])

@@ -1,0 +1,236 @@
+"""The coordinator study end to end, minus file output: for each environment (management,
+delegation) train the DQN coordinators with every seed batched, roll out the baselines on the same
+training packets, evaluate everything greedily on the held-out split, and sweep the cost weight.
+
+Every method of one environment shares the lane seeds, hence the training packets (the packet
+stream is the env's own); the held-out evaluation plays the test split once, in order, in packets
+of `packet_size` (the last one shorter), with exploration off.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from delegation_lab.coordinator import baselines
+from delegation_lab.coordinator.actions import ActionTable, delegation_actions, management_actions
+from delegation_lab.coordinator.data import CoordinatorData, check_solver_names, load_coordinator_data
+from delegation_lab.coordinator.dqn import GreedyPolicy, resolve_device, train_batched
+from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
+from delegation_lab.coordinator.params import CoordinatorParams
+from delegation_lab.errors import InputError
+from delegation_lab.tables import Layout
+
+
+@dataclass
+class MethodRun:
+    """One method in one environment, every lane (seed, or seed x cost weight) together."""
+
+    study: str  # management | delegation
+    method: str  # dqn_map, dqn_nomap, always_a, mgmt_policy, random, oracle
+    names: list[str]  # per lane: trajectory / MLflow method name, e.g. management.dqn_map(.lambda10)
+    seeds: np.ndarray  # [L]
+    cost_weights: np.ndarray  # [L]
+    actions: ActionTable
+    use_map: bool
+    train: VecCoordinatorEnv  # training episodes (stats, step record)
+    test: VecCoordinatorEnv  # held-out greedy evaluation
+    epsilon: np.ndarray | None  # [L, episodes] for DQN methods
+    policy: GreedyPolicy | None
+    seconds: float
+    solver_set: list[str]
+    sweep: bool = False
+
+    @property
+    def lanes(self) -> int:
+        return len(self.seeds)
+
+    def operating_point(self, lane: int) -> str:
+        return f"lambda={self.cost_weights[lane]:g}"
+
+
+
+@dataclass(frozen=True)
+class EnvLayout:
+    """The solver columns both environments share (one observation layout) and the routes."""
+
+    columns: tuple[str, ...]
+    routes: list[list[str]]
+    manager: str
+
+
+def env_layout(params: CoordinatorParams, solver_order: list[str]) -> EnvLayout:
+    columns = tuple(params.agents) if params.agents is not None else tuple(solver_order)
+    routes = params.routes if params.routes is not None else [list(columns[: k + 1]) for k in range(len(columns))]
+    return EnvLayout(columns, [list(r) for r in routes], routes[0][0])
+
+
+def prepare_inputs(params: CoordinatorParams, solver_order: list[str], bucket_edges: list[int] | None,
+                   layout: Layout) -> tuple[EnvLayout, CoordinatorData]:
+    """Every check that needs data, before any training: solver names, device, the ability map,
+    a complete cache for the train and test splits, enough train items for one packet."""
+    for i, route in enumerate(params.routes or []):
+        check_solver_names(route, solver_order, f"coordinator.routes[{i}]")
+    if params.agents is not None:
+        check_solver_names(params.agents, solver_order, "coordinator.agents")
+    env = env_layout(params, solver_order)
+    off = sorted({s for r in env.routes for s in r} - set(env.columns))
+    if off:
+        raise InputError(f"params.yaml coordinator.routes use {off}, which coordinator.agents {list(env.columns)} "
+                         "leaves out; both environments share one observation layout over the agents")
+    try:
+        resolve_device(params.device)
+    except ValueError as e:
+        raise InputError(f"params.yaml coordinator.device: {e}") from None
+    data = load_coordinator_data(layout, list(env.columns), "dqn_map" in params.methods, bucket_edges)
+    if data.train.n_items < params.packet_size:
+        raise InputError(f"params.yaml coordinator.packet_size {params.packet_size} exceeds the "
+                         f"{data.train.n_items} train items; lower it or raise data.train_size")
+    return env, data
+
+
+def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    if not enabled:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="ep", leave=False)
+    state = {"n": 0}
+
+    def update(n: int) -> None:
+        if n > state["n"]:
+            bar.update(n - state["n"])
+            state["n"] = n
+
+    return update, bar.close
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class CoordinatorStudy:
+    def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
+                 log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None):
+        self.p, self.data, self.layout, self.progress, self.log = params, data, layout, progress, log
+        self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
+        self.train_table = data.train.select(layout.columns)
+        self.test_table = data.test.select(layout.columns)
+        self.device = resolve_device(params.device)
+        self.runs: list[MethodRun] = []
+
+    def config(self, use_map: bool) -> EnvConfig:
+        p = self.p
+        return EnvConfig(p.packet_size, p.max_attempts, p.fail_penalty, p.handoff_fee, use_map)
+
+    def actions(self, study: str) -> ActionTable:
+        if study == "management":
+            return management_actions(self.layout.routes, self.layout.columns)
+        return delegation_actions(self.layout.columns)
+
+    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
+        actions, cfg, record = self.actions(study), self.config(use_map), self.p.trajectories
+        train = VecCoordinatorEnv(self.train_table, actions, cfg, seeds, weights, self.p.episodes, "sample", record)
+        test = VecCoordinatorEnv(self.test_table, actions, cfg, seeds, weights, None, "sequential", record)
+        return train, test
+
+    def find(self, study: str, method: str) -> MethodRun | None:
+        return next((r for r in self.runs if r.study == study and r.method == method and not r.sweep), None)
+
+    # -------------------------------------------------------------------------------- methods
+
+    def run_method(self, study: str, method: str, seeds: np.ndarray, weights: np.ndarray, names: list[str],
+                   sweep: bool = False) -> MethodRun:
+        t0 = time.perf_counter()
+        use_map = method == "dqn_map" or (method != "dqn_nomap" and self.data.has_map)
+        policy = epsilon = None
+        rules = study
+        if method == "mgmt_policy":
+            source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
+            assert source is not None  # params validation guarantees the management coordinator ran first
+            use_map = source.use_map
+            rules = self.p.mgmt_policy_rules
+        train, test = self.envs(rules, use_map, seeds, weights)
+        actions = train.actions
+        if method in ("dqn_map", "dqn_nomap"):
+            update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{method}")
+            result = train_batched(train, self.p.dqn, self.device, update)
+            close()
+            policy, epsilon = result.policy, result.epsilon
+            act = baselines.greedy(policy)
+            baselines.rollout(test, act)
+        else:
+            if method == "always_a":
+                act = baselines.always_manager(study, actions, self.layout.manager)
+            elif method == "random":
+                act = baselines.uniform_random(seeds, actions.n)
+            elif method == "oracle":
+                act = baselines.oracle()
+            elif method == "mgmt_policy" and rules == "management":
+                act = baselines.greedy(source.policy)
+            elif method == "mgmt_policy":
+                act = baselines.management_in_delegation(source.policy, self.layout.routes, self.layout.columns)
+            else:  # pragma: no cover - params validation restricts methods
+                raise ValueError(method)
+            baselines.rollout(train, act)
+            if method == "random":  # a fresh stream for the test split, not the one training consumed
+                act = baselines.uniform_random(seeds, actions.n, baselines.TEST_POLICY_STREAM)
+            baselines.rollout(test, act)
+        if method == "always_a":
+            solver_set = [self.layout.manager]
+        else:
+            used = actions.answers.any(axis=0)
+            solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
+        run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, epsilon, policy,
+                        time.perf_counter() - t0, solver_set, sweep)
+        self.runs.append(run)
+        if self.on_run is not None:
+            self.on_run(run)
+        return run
+
+    def run(self) -> list[MethodRun]:
+        with torch_threads(self.p.torch_threads):
+            return self._run()
+
+    def _run(self) -> list[MethodRun]:
+        p = self.p
+        seeds = np.arange(p.first_seed, p.first_seed + p.seeds)
+        weights = np.full(len(seeds), p.cost_weight)
+        order = [s for s in ("management", "delegation") if s in p.studies]
+        for study in order:
+            for method in p.methods:
+                if method == "mgmt_policy" and study != "delegation":
+                    continue
+                run = self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))
+                self.log(
+                    f"coordinator: {study}.{method}: late return {run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, "
+                    f"{run.seconds:.1f} s"
+                )
+        self.run_sweep()
+        return self.runs
+
+    def run_sweep(self) -> None:
+        p, sw = self.p, self.p.sweep
+        method = "dqn_map" if "dqn_map" in p.methods else "dqn_nomap" if "dqn_nomap" in p.methods else None
+        others = [w for w in sw.cost_weights if w != p.cost_weight]
+        if method is None or sw.seeds == 0 or not others:
+            return
+        base = np.arange(p.first_seed, p.first_seed + sw.seeds)
+        seeds = np.tile(base, len(others))
+        weights = np.repeat(np.asarray(others, dtype=np.float64), len(base))
+        for study in sw.studies:
+            names = [f"{study}.{method}.lambda{w:g}" for w in weights]
+            run = self.run_method(study, method, seeds, weights, names, sweep=True)
+            self.log(f"coordinator: {study}.{method} sweep over lambda {others} x {sw.seeds} seeds, {run.seconds:.1f} s")

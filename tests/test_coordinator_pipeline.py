@@ -1,0 +1,127 @@
+"""End to end: `dvc repro coordinator` on the smoke profile (every output contract, MLflow children,
+the frontier reading our summaries) and on RouteLLM's real GSM8K answers replayed (two solvers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from delegation_lab.store import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA, run_query
+from delegation_lab.tables import Layout
+
+from .conftest import BIN, make_project, run
+
+MIX = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+GPT = "gpt-4-1106-preview"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> tuple[Path, str]:
+    project = make_project(tmp_path_factory.mktemp("coordinator") / "p")
+    out = run([str(BIN / "dvc"), "repro", "coordinator"], project).stdout
+    return project, out
+
+
+@pytest.mark.slow
+def test_smoke_repro_writes_every_output(smoke):
+    project, out = smoke
+    params = yaml.safe_load((project / "params.yaml").read_text())["coordinator"]
+    seeds, episodes = params["seeds"], params["episodes"]
+    metrics = json.loads((project / "metrics" / "coordinator.json").read_text())
+    for env_study in ("management", "delegation"):
+        block = metrics[env_study]
+        assert {"dqn_map", "dqn_nomap", "always_a", "random", "oracle", "paper"} <= set(block)
+        for key in ("late_return_mean", "late_return_std", "late_accuracy_mean", "late_cost_per_episode_mean",
+                    "cum_cost_mean", "wilcoxon_p_return", "seeds_better_return", "seeds_cheaper"):
+            assert key in block["dqn_map"]
+        assert block["paper"]["dqn_map"]["late_return_mean"] in (27.56, 25.20)
+    assert "mgmt_policy" in metrics["delegation"] and metrics["delegation"]["paper"]["mgmt_policy"]["late_return_mean"] == 28.70
+    assert metrics["management"]["oracle"]["late_return_mean"] >= metrics["management"]["dqn_map"]["late_return_mean"]
+
+    summaries = pl.read_parquet(project / "results" / "summaries" / "coordinator.parquet")
+    assert list(summaries.columns) == list(SUMMARY_SCHEMA)
+    test = summaries.filter(pl.col("split") == "test")
+    assert (test["n_items"] == 300).all() and test["run_id"].is_not_null().all()
+    sweep = len(params["sweep"]["cost_weights"]) - 1
+    n_main = 5 * seeds + 6 * seeds  # management: 5 methods, delegation: 6
+    assert test.height == n_main + sweep * params["sweep"]["seeds"]
+    assert set(test.filter(pl.col("method") == "management.dqn_map")["operating_point"]) == {"lambda=10", "lambda=100", "lambda=1000"}
+
+    layout = Layout(project)
+    steps = run_query(layout, "SELECT method, seed, count(*) AS n, sum(reward) AS r FROM trajectories "
+                              "WHERE study = 'coordinator' AND split = 'train' GROUP BY ALL")
+    assert steps.height == n_main + sweep * params["sweep"]["seeds"]
+    one = run_query(layout, "SELECT * FROM trajectories WHERE method = 'delegation.dqn_map' AND seed = 0 LIMIT 5")
+    assert set(TRAJECTORY_SCHEMA) <= set(one.columns)
+    per_episode = run_query(layout, "SELECT count(DISTINCT episode) AS e FROM trajectories "
+                                    "WHERE method = 'management.always_a' AND seed = 1 AND split = 'train'")
+    assert per_episode["e"][0] == episodes
+
+    for name in ("management_return.csv", "management_cost.csv", "delegation_return.csv", "delegation_cost.csv",
+                 "lambda_sweep.csv", "figures/management_training.png", "figures/delegation_solver_share.png",
+                 "figures/lambda_sweep.png", "figures/management_share.csv"):
+        assert (project / "plots" / "coordinator" / name).stat().st_size > 100, name
+    curve = pl.read_csv(project / "plots" / "coordinator" / "management_return.csv")
+    assert curve.height == episodes and {"episode", "dqn_map", "always_a", "oracle"} <= set(curve.columns)
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["coordinator"], output_format="list")
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == n_main + sweep * params["sweep"]["seeds"]
+    child = next(r for r in children if r.data.tags["mlflow.runName"] == "management.dqn_map/seed=0")
+    history = mlflow.MlflowClient().get_metric_history(child.info.run_id, "train/return")
+    assert len(history) == episodes and "eval/accuracy" in child.data.metrics
+
+    # the frontier stage puts our held-out points beside the solver baselines
+    run([str(BIN / "python"), "stages/frontier.py"], project)
+    frontier = pl.read_parquet(project / "results" / "frontier.parquet")
+    ours = frontier.filter(pl.col("study") == "coordinator")
+    assert {"management.dqn_map", "delegation.dqn_map", "delegation.mgmt_policy"} <= set(ours["method"])
+    assert ours.filter(pl.col("method") == "management.dqn_map").height == 3  # three cost weights
+
+    again = run([str(BIN / "dvc"), "repro", "coordinator"], project).stdout
+    assert "Running stage 'coordinator'" not in again
+
+
+@pytest.mark.slow
+def test_on_routellm_gsm8k_answers_the_learned_policy_beats_always_gpt4_per_dollar(shared_data, tmp_path):
+    csv = shared_data / "routellm_gsm8k" / "gsm8k_responses.csv"
+    if not csv.exists():
+        pytest.skip(f"{csv} is absent")
+    project = make_project(tmp_path / "p", profile=None)
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw["data"].update(dataset="replay", ability_size=300, train_size=700, test_size=319,
+                       replay={"path": str(csv), "format": "routellm_csv"})
+    prices = {"gpt4": (GPT, 10.0, 30.0), "mixtral": (MIX, 0.6, 0.6)}  # $ per 1M input / output tokens
+    raw["solvers"] = {
+        name: {"backend": "replay", "model": model,
+               "price": {"input_usd_per_mtok": p_in, "output_usd_per_mtok": p_out},
+               "replay": {"path": str(csv), "format": "routellm_csv", "source_model": model}}
+        for name, (model, p_in, p_out) in prices.items()  # gpt4 first: the manager of the chain
+    }
+    raw["label"]["judge"]["sample_size"] = 0
+    raw["tracking"] = {"enabled": False}
+    raw["coordinator"].update(seeds=3, episodes=120, late_episodes=30,
+                              dqn={"learning_starts": 200, "epsilon_decay_steps": 1500, "target_sync": 100},
+                              sweep={"seeds": 0})
+    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = run([str(BIN / "dvc"), "repro", "coordinator"], project).stdout
+    print(out[-3000:])
+    metrics = json.loads((project / "metrics" / "coordinator.json").read_text())
+    assert metrics["setup"]["agents"] == ["gpt4", "mixtral"] and metrics["setup"]["routes"] == ["gpt4", "gpt4>mixtral"]
+    for env_study in ("management", "delegation"):
+        block = metrics[env_study]
+        learned, always = block["dqn_map"], block["always_a"]
+        assert learned["test_accuracy_per_dollar_mean"] > always["test_accuracy_per_dollar_mean"], env_study
+        assert learned["late_return_mean"] > block["random"]["late_return_mean"], env_study
+        # Mixtral first, GPT-4 when it fails: more accurate than GPT-4 alone (0.86) at a fraction of its cost
+        assert learned["test_accuracy_mean"] > always["test_accuracy_mean"], env_study
+        assert learned["test_cost_per_item_mean"] < 0.5 * always["test_cost_per_item_mean"], env_study
+    summaries = pl.read_parquet(project / "results" / "summaries" / "coordinator.parquet")
+    assert set(summaries["dataset"]) == {"replay"} and set(summaries["solver_set"]) <= {"gpt4", "mixtral", "gpt4,mixtral"}

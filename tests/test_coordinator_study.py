@@ -1,0 +1,212 @@
+"""The coordinator study in-process on a small fake cache: bad input refused before training, every
+method run on matched packets, metrics / summaries / trajectories consistent with the episodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+import yaml
+
+from delegation_lab.config import load_params, parse_params
+from delegation_lab.coordinator.params import CoordinatorParams, DqnParams, SweepParams
+from delegation_lab.coordinator.results import (
+    PAPER_TABLES,
+    late_per_lane,
+    study_metrics,
+    summary_rows,
+    trajectory_frame,
+)
+from delegation_lab.coordinator.study import CoordinatorStudy, prepare_inputs
+from delegation_lab.errors import ConfigError, InputError
+from delegation_lab.store import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.tables import write_parquet_atomic
+
+from .conftest import REPO
+from .fake_cache import write_fake_cache
+
+SOLVERS = ["A", "B", "C"]
+
+
+def small_params(**overrides) -> CoordinatorParams:
+    base = dict(seeds=3, episodes=24, late_episodes=8, packet_size=8,
+                dqn=DqnParams(learning_starts=30, epsilon_decay_steps=120, target_sync=20, batch_size=16, hidden=32),
+                sweep=SweepParams(cost_weights=[10.0, 100.0, 1000.0], seeds=2, studies=["management"]))
+    base.update(overrides)
+    return CoordinatorParams(**base)
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("fake")
+    write_fake_cache(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def finished(fake):
+    torch.set_num_threads(1)
+    params = small_params()
+    from delegation_lab.tables import Layout
+
+    env_layout, data = prepare_inputs(params, SOLVERS, None, Layout(fake))
+    study = CoordinatorStudy(params, data, env_layout, log=lambda _: None)
+    return params, study, study.run()
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("packet_size", 0, "coordinator.packet_size"),
+    ("packet_size", -3, "coordinator.packet_size"),
+    ("max_attempts", 0, "coordinator.max_attempts"),
+    ("routes", [["A"], ["A", "A"]], "visits a solver twice"),
+    ("routes", [["A", "B"]], "manager alone"),
+    ("methods", ["mgmt_policy", "always_a"], "mgmt_policy rolls out"),
+])
+def test_bad_params_name_the_key(key, value, message):
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["coordinator"][key] = value
+    with pytest.raises(ConfigError) as e:
+        parse_params(raw)
+    assert message in str(e.value)
+
+
+def test_a_route_naming_an_unknown_solver_is_refused(fake):
+    from delegation_lab.tables import Layout
+
+    params = small_params(routes=[["A"], ["A", "D"]])
+    with pytest.raises(InputError, match=r"coordinator.routes\[1\]: unknown solver\(s\) \['D'\]"):
+        prepare_inputs(params, SOLVERS, None, Layout(fake))
+    with pytest.raises(InputError, match="coordinator.agents: unknown solver"):
+        prepare_inputs(small_params(agents=["A", "Z"]), SOLVERS, None, Layout(fake))
+
+
+def test_use_map_without_an_ability_map_is_refused(tmp_path):
+    layout = write_fake_cache(tmp_path, with_map=False)
+    with pytest.raises(InputError, match=r"ability_map.parquet: not found.*dqn_map"):
+        prepare_inputs(small_params(), SOLVERS, None, layout)
+    env, data = prepare_inputs(small_params(methods=["dqn_nomap", "always_a", "oracle"]), SOLVERS, None, layout)
+    assert not data.has_map and data.train.map_rate is None and data.train.expected_cost.min() > 0
+
+
+def test_a_cache_missing_train_items_is_refused(tmp_path):
+    layout = write_fake_cache(tmp_path)
+    answers = pl.read_parquet(layout.answers("B"))
+    train_ids = pl.read_parquet(layout.items("train"))["item_id"].head(5)
+    write_parquet_atomic(answers.filter(~pl.col("item_id").is_in(train_ids.implode())), layout.answers("B"))
+    with pytest.raises(InputError) as e:
+        prepare_inputs(small_params(), SOLVERS, None, layout)
+    assert "B.parquet" in str(e.value) and "5 of 160 train items" in str(e.value) and "solve@B" in str(e.value)
+
+
+def test_the_stage_exits_1_naming_the_route_before_training(tmp_path):
+    write_fake_cache(tmp_path)
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["coordinator"]["routes"] = [["A"], ["A", "Q"]]
+    raw["tracking"]["enabled"] = False
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    proc = subprocess.run([sys.executable, str(REPO / "stages" / "coordinator.py"), "--params", "params.yaml"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO / "src"), "DLAB_NO_PROGRESS": "1", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 1, proc.stderr
+    assert "coordinator.routes[1]: unknown solver(s) ['Q']" in proc.stderr
+    assert not (tmp_path / "metrics").exists() and not (tmp_path / "results").exists()
+
+
+# ------------------------------------------------------------------------------ the study
+
+
+def test_every_method_ran_on_the_same_training_packets(finished):
+    params, study, runs = finished
+    names = {(r.study, r.method) for r in runs if not r.sweep}
+    assert names == {(s, m) for s in ("management", "delegation") for m in params.methods
+                     if not (m == "mgmt_policy" and s == "management")}
+    for env_study in ("management", "delegation"):
+        mine = [r for r in runs if r.study == env_study and not r.sweep]
+        items = [r.train.record.lane(1)["item"] for r in mine]
+        episodes = [r.train.record.lane(1)["episode"] for r in mine]
+        packets = [[tuple(sorted(set(i[e == k]))) for k in range(params.episodes)] for i, e in zip(items, episodes, strict=True)]
+        assert all(p == packets[0] for p in packets)
+
+
+def test_oracle_bounds_every_method_and_always_a_pays_the_kickoff_fee(finished):
+    params, study, runs = finished
+    late = {(r.study, r.method): late_per_lane(r.train, params.late_episodes) for r in runs if not r.sweep}
+    for (env_study, method), m in late.items():
+        assert (late[(env_study, "oracle")]["return"] >= m["return"] - 1e-9).all(), (env_study, method)
+    mg, dg = late[("management", "always_a")], late[("delegation", "always_a")]
+    np.testing.assert_allclose(dg["accuracy"], mg["accuracy"])  # same packets, same solver
+    assert (dg["cost_per_episode"] > mg["cost_per_episode"]).all()  # plus alpha x E[cost of A] per attempt
+    assert np.allclose(mg["share"][:, 0], 1.0)
+
+
+def test_metrics_summaries_and_trajectories_agree(finished):
+    params, study, runs = finished
+    metrics = study_metrics(runs, params.late_episodes, params.packet_size)
+    for env_study in ("management", "delegation"):
+        block = metrics[env_study]
+        for key in ("late_return_mean", "late_return_std", "late_accuracy_mean", "late_cost_per_episode_mean",
+                    "cum_cost_mean", "wilcoxon_p_return", "seeds_better_return", "seeds_cheaper"):
+            assert key in block["dqn_map"], key
+        assert block["paper"]["always_a"] == PAPER_TABLES[env_study]["always_a"]
+        assert 0 <= block["dqn_map"]["seeds_better_return"] <= params.seeds
+    assert metrics["delegation"]["paper"]["mgmt_policy"]["late_return_mean"] == 28.70
+    assert set(metrics["sweep"]["management.dqn_map"]) == {"lambda=10", "lambda=100", "lambda=1000"}
+    json.dumps(metrics)
+
+    rows = summary_rows(runs, params.late_episodes, params.packet_size, "fake", {})
+    frame = pl.DataFrame(rows)
+    assert set(SUMMARY_SCHEMA) - {"run_id"} <= set(frame.columns)
+    test_rows = frame.filter(pl.col("split") == "test")
+    assert (test_rows["n_items"] == 64).all()
+    sweep_points = test_rows.filter(pl.col("method") == "management.dqn_map")["operating_point"].value_counts()
+    assert dict(sweep_points.iter_rows()) == {"lambda=100": 3, "lambda=10": 2, "lambda=1000": 2}
+
+    run = next(r for r in runs if r.method == "dqn_map" and r.study == "delegation")
+    train = trajectory_frame(run, 0, "train")
+    test = trajectory_frame(run, 0, "test", params.episodes)
+    assert set(train.columns) == set(TRAJECTORY_SCHEMA)
+    assert train.height == run.train.stats["steps"][0].sum()
+    assert train["reward"].sum() == pytest.approx(run.train.stats["return"][0].sum())
+    assert train["cost_usd"].sum() == pytest.approx(run.train.stats["cost_usd"][0].sum())
+    assert test["episode"].min() == params.episodes and test.filter(pl.col("step") == 0).height == 8  # 64 items / 8
+    extra = json.loads(train["extra"][0])
+    assert set(extra) == {"attempt", "position", "dropped", "cost_weight", "epsilon"} and extra["epsilon"] == 1.0
+    assert train.filter(pl.col("calls") > 0)["executors"].list.len().min() >= 1
+
+
+def test_default_scale_params_are_the_papers():
+    p = load_params(REPO / "params.yaml").coordinator
+    assert (p.packet_size, p.max_attempts, p.cost_weight, p.handoff_fee, p.episodes, p.seeds) == (32, 3, 100, 0.05, 1000, 20)
+    d = p.dqn
+    assert (d.learning_rate, d.hidden, d.batch_size, d.buffer_size, d.target_sync, d.epsilon_decay_steps, d.gamma) == \
+        (1e-3, 128, 32, 80_000, 200, 20_000, 0.99)
+
+
+def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
+    from delegation_lab.coordinator.actions import delegation_actions, route_as_joint_action
+    from delegation_lab.tables import Layout
+
+    params = small_params(seeds=2, methods=["dqn_map", "mgmt_policy", "always_a"], mgmt_policy_rules="delegation",
+                          sweep=SweepParams(seeds=0))
+    env_layout, data = prepare_inputs(params, SOLVERS, None, Layout(fake))
+    runs = CoordinatorStudy(params, data, env_layout, log=lambda _: None).run()
+    run = next(r for r in runs if r.method == "mgmt_policy")
+    assert run.study == "delegation" and run.actions.n == 189
+    routes = {delegation_actions(tuple(SOLVERS)).names[route_as_joint_action(r, tuple(SOLVERS))] for r in env_layout.routes}
+    frame = trajectory_frame(run, 0, "train")
+    assert set(frame["action"]) <= routes and len(set(frame["action"])) >= 2
+    # the same frozen policy under its own rule pays no kickoff fee: cheaper on the same packets
+    own = small_params(seeds=2, methods=["dqn_map", "mgmt_policy", "always_a"], sweep=SweepParams(seeds=0))
+    runs_own = CoordinatorStudy(own, data, env_layout, log=lambda _: None).run()
+    mine = next(r for r in runs_own if r.method == "mgmt_policy")
+    assert mine.actions.n == 3
+    assert (mine.train.stats["cost_usd"].sum(axis=1) < run.train.stats["cost_usd"].sum(axis=1)).all()
