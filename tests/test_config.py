@@ -100,3 +100,20 @@ def test_profile_overlay_is_validated(tmp_path: Path):
     proc = run([str(BIN / "dlab"), "params", "profile", "broken"], tmp_path, check=False)
     assert proc.returncode == 2 and "data.tests_size" in proc.stderr
     assert (tmp_path / "params.yaml").read_text() == before
+
+
+def test_dvc_yaml_is_valid_and_the_frontier_reads_every_study_summary():
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], REPO).stdout.split()
+    assert {"prepare", "label", "ability_map", "frontier"} <= set(listed)
+
+    def out_paths(stage: dict) -> list[str]:
+        return [next(iter(o)) if isinstance(o, dict) else o for o in stage.get("outs", [])]
+
+    summaries = {p for name, st in stages.items() if name != "frontier" for p in out_paths(st) if p.startswith("results/summaries/")}
+    assert summaries, "no study writes summaries?"
+    assert summaries <= set(stages["frontier"]["deps"]), "the frontier stage must depend on every study's summaries"
+    for name, st in stages.items():
+        for section in st.get("params", []):
+            head = str(section).split(".")[0].replace("${key}", "")
+            assert head in RAW or head == "solvers", f"stage {name} names params section {section!r} missing from params.yaml"
