@@ -91,12 +91,15 @@ def test_frontier_merges_study_summaries():
         {"study": "s", "method": "m", "seed": k, "split": "test", "operating_point": "default", "accuracy": 0.7 + 0.02 * k,
          "cost_per_item_usd": 0.5, "calls_per_item": 1.2, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": f"r{k}"}
         for k in range(3)
-    ], schema=SUMMARY_SCHEMA)
+    ] + [{"study": "s", "method": "env.oracle", "seed": 0, "split": "test", "operating_point": "default", "accuracy": 0.9,
+          "cost_per_item_usd": 0.2, "calls_per_item": 1.0, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": None}],
+        schema=SUMMARY_SCHEMA)
     table, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
     study = table.filter(pl.col("study") == "s").row(0, named=True)
     assert study["n_seeds"] == 3 and study["accuracy"] == pytest.approx(0.72) and study["run_ids"] == "r0,r1,r2"
     assert study["on_pareto"]  # 0.72 at $0.50 beats every baseline at that price
     assert not table.filter(pl.col("kind") == "oracle")["on_pareto"].any()
+    assert table.filter(pl.col("method") == "env.oracle")["kind"].to_list() == ["oracle"]  # a study's oracle: upper bound
     assert metrics["weak_solver"] == "C" and metrics["strong_solver"] == "A"
     assert metrics["methods"]["s/m"]["best_accuracy"] == pytest.approx(0.72)
 

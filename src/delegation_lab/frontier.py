@@ -7,7 +7,8 @@ Definitions (all on one split, default `test`):
   cheap to expensive and stop at the first answer a noisy judge (FP / FN rates from params) calls
   correct; cost is the sum of the solvers asked; mean over judge seeds. oracle: the cheapest correct
   solver per item (the cheapest solver when none is correct) — the upper bound.
-- Pareto: a point no other point matches-or-beats on both cost and accuracy (oracle excluded).
+- Pareto: a point no other point matches-or-beats on both cost and accuracy (oracles excluded: the
+  baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds).
 - Hull: a method's points made non-decreasing and concave (random mixtures of operating points
   realise every segment between them).
 - AIQ: the mean of a method's hull, anchored at (0 $, 0 %) (abstaining), over the cost interval from
@@ -221,7 +222,7 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float]) -> d
             **{f"cpt{round(level * 100)}": cpt(pts, anchors, level) for level in levels},
             "operating_points": g.height,
         }
-    oracle = frontier.filter(pl.col("kind") == "oracle").row(0, named=True)
+    oracle = frontier.filter((pl.col("kind") == "oracle") & (pl.col("study") == "baselines")).row(0, named=True)
     return {
         "weak_solver": m.solvers[weak],
         "strong_solver": m.solvers[strong],
@@ -235,7 +236,11 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
     m = SolverMatrix.from_labeled(labeled_split)
     points = baseline_points(m, params)
     if summaries.height:
-        study_points = summaries.filter(pl.col("split") == params.split).with_columns(pl.lit("study").alias("kind"))
+        # a study's own oracle (method `oracle` or `<env>.oracle`) is an upper bound, not a contender
+        is_oracle = pl.col("method").str.split(".").list.last() == "oracle"
+        study_points = summaries.filter(pl.col("split") == params.split).with_columns(
+            pl.when(is_oracle).then(pl.lit("oracle")).otherwise(pl.lit("study")).alias("kind")
+        )
         points = pl.concat([points, study_points.select(POINT_COLUMNS)], how="vertical_relaxed")
     frontier = aggregate(points).with_columns(pl.lit(dataset).alias("dataset"))
     contender = (frontier["kind"] != "oracle").to_numpy()

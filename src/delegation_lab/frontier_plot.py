@@ -1,4 +1,8 @@
-"""A static picture of the frontier (plots/frontier/frontier.png) for `dvc plots` and MLflow."""
+"""A static picture of the frontier (plots/frontier/frontier.png) for `dvc plots` and MLflow.
+
+One colour per study (the baselines in black and grey), one marker per kind of point; the Pareto
+front as a step line with its points named. The dashboard has the interactive version.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-KIND_STYLE = {"single": ("s", 70), "mixture": (".", 14), "cascade": ("^", 45), "oracle": ("*", 180), "study": ("o", 45)}
+BASELINE_MARKERS = {"single": "s", "cascade": "^", "mixture": ".", "oracle": "*"}
 
 
 def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
@@ -15,24 +19,32 @@ def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
-    for kind, (marker, size) in KIND_STYLE.items():
-        part = table.filter(pl.col("kind") == kind)
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
+    base = table.filter(pl.col("study") == "baselines")
+    for kind, marker in BASELINE_MARKERS.items():
+        part = base.filter(pl.col("kind") == kind)
         if part.is_empty():
             continue
-        for (method,), g in part.group_by("method", maintain_order=True):
-            label = method if kind != "mixture" else None
-            ax.errorbar(g["cost_per_item_usd"], g["accuracy"], yerr=g["accuracy_std"], xerr=g["cost_std"],
-                        fmt=marker, markersize=size ** 0.5, alpha=0.5 if kind == "mixture" else 0.9,
-                        color="0.6" if kind == "mixture" else None, label=label, capsize=2)
+        color = {"mixture": "0.7", "oracle": "goldenrod"}.get(kind, "black")
+        ax.scatter(part["cost_per_item_usd"], part["accuracy"], marker=marker, color=color, zorder=3,
+                   s={"mixture": 12, "oracle": 220}.get(kind, 55), label=f"baseline: {kind}", edgecolor="black" if kind == "oracle" else None)
+    studies = table.filter(pl.col("study") != "baselines")
+    cmap = plt.get_cmap("tab10")
+    for i, ((study,), g) in enumerate(studies.group_by("study", maintain_order=True)):
+        ax.errorbar(g["cost_per_item_usd"], g["accuracy"], yerr=g["accuracy_std"], xerr=g["cost_std"], fmt="o",
+                    markersize=5, color=cmap(i % 10), alpha=0.85, capsize=2, elinewidth=0.8, label=f"study: {study}")
     front = table.filter(pl.col("on_pareto")).sort("cost_per_item_usd")
     ax.step(front["cost_per_item_usd"], front["accuracy"], where="post", color="black", lw=1, label="Pareto front")
+    for row in front.iter_rows(named=True):
+        name = row["method"] if row["study"] == "baselines" else f"{row['study']}/{row['method']}"
+        ax.annotate(name, (row["cost_per_item_usd"], row["accuracy"]), fontsize=6, xytext=(4, -9),
+                    textcoords="offset points", color="0.25")
     ax.set_xscale("log")
     ax.set_xlabel("cost per item (US$, log scale)")
     ax.set_ylabel("accuracy")
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp.png")
