@@ -1,0 +1,39 @@
+"""The whole DAG on the smoke profile: every stage runs, every study's summaries reach the frontier,
+every study's paper figures reach `dlab report`, and a second `dvc repro` does nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+import pytest
+import yaml
+
+from .conftest import BIN, REPO, make_project, run
+
+
+@pytest.mark.slow
+def test_full_dag_on_the_smoke_profile(tmp_path):
+    project = make_project(tmp_path / "p")
+    out = run([str(BIN / "dvc"), "repro"], project, timeout=1800).stdout
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    expected = {f"solve@{s}" for s in "ABC"} | {name for name in stages if name != "solve"}
+    assert set(re.findall(r"Running stage '([^']+)'", out)) == expected
+
+    summary_studies = {p.stem for p in (project / "results" / "summaries").glob("*.parquet")}
+    frontier = pl.read_parquet(project / "results" / "frontier.parquet")
+    assert summary_studies and summary_studies <= set(frontier["study"].unique().to_list())
+    methods = json.loads((project / "metrics" / "frontier.json").read_text())["methods"]
+    assert all(any(key.startswith(f"{study}/") for key in methods) for study in summary_studies)
+
+    report = run([str(BIN / "dlab"), "report"], project).stdout
+    for study in ("coordinator", "history_game", "market", "redref", "margent"):
+        assert f"## {study}" in report
+    query = run([str(BIN / "dlab"), "query", "--format", "csv",
+                 "select study, count(*) as n from trajectories group by 1 order by 1"], project).stdout
+    with_steps = {line.split(",")[0] for line in query.strip().splitlines()[1:]}
+    assert {"coordinator", "history_game", "market", "redref", "margent"} <= with_steps
+
+    again = run([str(BIN / "dvc"), "repro"], project).stdout
+    assert re.findall(r"Running stage '([^']+)'", again) == []
