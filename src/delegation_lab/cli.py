@@ -162,6 +162,10 @@ from delegation_lab.games.cli import game_app  # noqa: E402 - the `history_game`
 
 app.add_typer(game_app, name="game")
 
+from delegation_lab.credit.cli import credit_command  # noqa: E402 - the `credit` study's command
+
+app.command("credit")(credit_command)
+
 
 @runs_app.command("compare")
 def runs_compare(
