@@ -268,8 +268,12 @@ class TeamGame:
         masks = np.broadcast_to(masks, (R, M, masks.shape[2]))
         planner = masks[:, :, 0][..., None]  # [R, M, 1]
         workers = masks[:, :, 1:].reshape(R, M, self.H, self.K)
-        ev = np.where(planner, (workers & self._ev_f[rows][:, None]).any(-1), (workers & self._ev_r[rows][:, None]).any(-1))
-        ds = np.where(planner, (workers & self._ds_f[rows][:, None]).any(-1), (workers & self._ds_r[rows][:, None]).any(-1))
+        ev = np.zeros((R, M, self.H), dtype=bool)
+        ds = np.zeros((R, M, self.H), dtype=bool)
+        for k in range(self.K):  # an OR over the few workers of a hop (faster than .any over a short axis)
+            w = workers[..., k]
+            ev |= w & np.where(planner, self._ev_f[rows][:, None, :, k], self._ev_r[rows][:, None, :, k])
+            ds |= w & np.where(planner, self._ds_f[rows][:, None, :, k], self._ds_r[rows][:, None, :, k])
         ok = ~ds & (ev | self.r.recall[rows][:, None, :])
         return (ok | ~self.r.hop_present[rows][:, None, :]).all(axis=-1)
 

@@ -1,5 +1,7 @@
-"""Greedy evaluation on the held-out questions, with the same tool-outcome draws for every method
-and seed (common random numbers), and the coordination metrics of SHARP §5.5:
+"""Evaluation on the held-out questions: the policy samples its actions (as an LLM decodes at a
+temperature) from fixed uniforms, and the tools draw from fixed draws, the same for every method
+and seed (common random numbers), so two methods differ only where their policies do. Metrics
+(SHARP §5.5 and Appendix D):
 
 - accuracy, tokens / calls / subagents per question, dollars per question (tokens x usd_per_mtok);
 - useful-subagent share and harmful-call share: over the worker invocations (the single agent: its

@@ -134,7 +134,7 @@ def check_request(n_agents: int, estimator: Estimator, samples: int | None, exac
 
 def shapley(game: CoalitionGame, estimator: Estimator = "auto", samples: int | None = None,
             confidence: float = 0.95, exact_max: int = EXACT_MAX_AGENTS, seed: int = 0,
-            rows: np.ndarray | None = None, chunk_values: int = 4_000_000) -> ShapleyResult:
+            rows: np.ndarray | None = None, chunk_values: int = 1_000_000) -> ShapleyResult:
     """Credit of every agent of every trajectory (or of `rows` only; the others get zeros).
 
     `auto` = exact up to `exact_max` agents, permutation Monte Carlo with `samples` orderings beyond
