@@ -116,6 +116,32 @@ def test_plots_and_mlflow(stage_root):
     assert len(client.get_metric_history(child.info.run_id, "train/accuracy")) == 12
 
 
+def test_the_frontier_keeps_the_simulated_task_apart(stage_root):
+    """credit's rows name their own dataset: they get their own Pareto set and never enter the cached
+    answers' frontier, its methods summary or its picture."""
+    from delegation_lab.config import FrontierParams
+    from delegation_lab.frontier import build_frontier
+
+    labeled = pl.DataFrame({"item_id": list("abcd") * 2, "solver": ["A"] * 4 + ["B"] * 4,
+                            "correct": [True, True, True, False, True, False, False, False],
+                            "cost_usd": [1e-3] * 4 + [1e-5] * 4})
+    other = pl.DataFrame([{"study": "s", "method": "m", "seed": 0, "split": "test", "operating_point": "default",
+                           "accuracy": 0.6, "cost_per_item_usd": 5e-4, "calls_per_item": 1.0, "return": None,
+                           "n_items": 4, "dataset": "arith", "solver_set": "A,B", "run_id": None}], schema=SUMMARY_SCHEMA)
+    credit = pl.read_parquet(stage_root / "results" / "summaries" / "credit.parquet")
+    params = FrontierParams(mixture_points=1, cascade={"seeds": 1})
+    alone, metrics_alone = build_frontier(labeled, other, params, "arith")
+    table, metrics = build_frontier(labeled, pl.concat([other, credit]), params, "arith")
+    main = table.filter(pl.col("dataset") == "arith")
+    assert main.sort("method", "operating_point").equals(alone.sort("method", "operating_point"))
+    assert metrics == metrics_alone
+    mine = table.filter(pl.col("study") == "credit")
+    assert set(mine["dataset"]) == {"sharp_multihop"} and mine.height == len(SMOKE_METHODS)
+    assert mine["on_pareto"].any()
+    best = mine.sort("accuracy", descending=True).row(0, named=True)
+    assert best["on_pareto"]  # the most accurate point of its own task is on its own front
+
+
 @pytest.mark.parametrize(("credit", "code", "message"), [
     ({"alpha": -0.5}, 2, "credit.alpha"),
     ({"p_sweep": [1.5]}, 2, "credit.p_sweep"),
