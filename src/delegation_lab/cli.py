@@ -133,8 +133,8 @@ def query(
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
     limit: Annotated[int, typer.Option(help="rows to print in table format")] = 50,
 ) -> None:
-    """Query items, answers, labels, ability_map, trajectories, summaries and frontier with DuckDB
-    (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
+    """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
+    DuckDB (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
     import polars as pl
 
     from delegation_lab.store import run_query

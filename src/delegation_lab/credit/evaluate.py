@@ -18,7 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from delegation_lab.credit.env import Draws, SingleRollouts, TaskPool, TeamGame, TeamRollouts, make_draws
+from delegation_lab.credit.env import (
+    DISTRACTOR,
+    EVIDENCE,
+    TOOL_NAMES,
+    Draws,
+    SingleRollouts,
+    TaskPool,
+    TeamGame,
+    TeamRollouts,
+    make_draws,
+)
 from delegation_lab.credit.grpo import Trainer
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.shapley import ShapleyResult, shapley
@@ -94,7 +104,7 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
     if not trainer.spec.team:
         roll, _ = trainer.single_step(ev.pool, task, draws, acts)
         calls = roll.tool_calls()
-        ok = (roll.outcome != 2) & ((roll.outcome == 1) | roll.recall) | ~roll.hop_present
+        ok = (roll.outcome != DISTRACTOR) & ((roll.outcome == EVIDENCE) | roll.recall) | ~roll.hop_present
         without = roll.recall | ~roll.hop_present  # the hop with its call removed
         others_ok = (ok.sum(axis=1, keepdims=True) - ok) == (ok.shape[1] - 1)
         right_without = others_ok & without
@@ -132,7 +142,7 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
         "redundant_share": ((np.abs(loo_w) < 0.5) & workers).reshape(S, -1).sum(axis=1) / np.maximum(n_workers, 1),
     }
     per["cost_per_task_usd"] = per["tokens_per_task"] * usd
-    for t, name in enumerate(("direct", "search", "search_refined", "search_scrape")):
+    for t, name in enumerate(TOOL_NAMES):
         per[f"tool_share_{name}"] = ((roll.tool == t) & roll.worker_present).reshape(S, -1).sum(axis=1) / np.maximum(n_workers, 1)
     per["delegated_hop_share"] = ((roll.n_workers > 0) & roll.hop_present).reshape(S, -1).sum(axis=1) / \
         roll.hop_present.reshape(S, -1).sum(axis=1)

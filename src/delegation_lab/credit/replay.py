@@ -205,10 +205,12 @@ class CoordinatorReplayer:
 
 
 class TeamReplayer:
+    """The credit study's team rollouts: everything a replay needs is in the rows' `extra` (no params)."""
+
     study = "credit"
 
     def __init__(self, layout: Layout, params_path: Path):
-        pass
+        del layout, params_path
 
     def replay(self, rows: pl.DataFrame, method: str) -> Replay | None:
         roles = rows["extra"].str.json_path_match("$.role")

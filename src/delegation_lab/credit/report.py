@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from delegation_lab.credit.env import OUTCOME_NAMES, TOOL_NAMES, SingleRollouts, TeamRollouts
+from delegation_lab.credit.env import OUTCOME_NAMES, TOOL_NAMES, SingleRollouts, TeamGame, TeamRollouts, ToolTable
 from delegation_lab.credit.grpo import method_p
 from delegation_lab.credit.study import MethodOutcome, StudyOutcome
 
@@ -238,8 +238,6 @@ def team_frame(roll: TeamRollouts, split: str, episode: np.ndarray, rollout: np.
 
 
 def _team_correct(roll: TeamRollouts) -> tuple[np.ndarray, np.ndarray]:
-    from delegation_lab.credit.env import TeamGame
-
     return TeamGame(roll, 0.0).full()
 
 
@@ -288,8 +286,6 @@ def test_frames(m: MethodOutcome, study: StudyOutcome) -> list[tuple[int, pl.Dat
                                p.token_cost, loo=e.loo[sl])
         else:
             roll = SingleRollouts(*(getattr(e.single, f)[sl] for f in SingleRollouts.__dataclass_fields__))
-            from delegation_lab.credit.env import ToolTable
-
             frame = single_frame(roll, "test", roll.task, np.zeros(N, dtype=np.int64), usd, ToolTable.of(p.env).tokens)
         out.append((seed, frame))
     return out
@@ -314,8 +310,6 @@ def train_frames(m: MethodOutcome, study: StudyOutcome) -> list[tuple[int, pl.Da
                 out[seed].append(team_frame(roll, "train", episode, rollout, batch.credit[idx], batch.agent_reward[idx],
                                             batch.tool_reward[idx], usd, p.token_cost, selected=selected))
             else:
-                from delegation_lab.credit.env import ToolTable
-
                 roll = SingleRollouts(*(getattr(batch.single, f)[idx] for f in SingleRollouts.__dataclass_fields__))
                 out[seed].append(single_frame(roll, "train", episode, rollout, usd, ToolTable.of(p.env).tokens))
     return [(seed, pl.concat(frames)) for seed, frames in out.items() if frames]
