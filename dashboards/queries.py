@@ -37,6 +37,7 @@ def fingerprint(root: Path) -> str:
         ("data/items", "*.parquet"),
         ("data/answers", "*.parquet"),
         ("results/summaries", "*.parquet"),
+        ("results/credit", "*.parquet"),
         ("metrics", "*.json"),
         ("results/trajectories", "study=*"),
     ):
@@ -251,6 +252,27 @@ def study_summary(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
         WHERE study = $study
         GROUP BY method, split, operating_point
         ORDER BY split, method, operating_point
+        """,
+        {"study": study},
+    )
+
+
+def credit_summary(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
+    """Per-agent Shapley credit of a study's replayed trajectories (`dlab credit`): per method, role
+    and agent the mean credit over trajectories (each seed averaged first, then over seeds), its
+    std over seeds, and how often it was positive / negative."""
+    return _frame(
+        con,
+        """
+        WITH s AS (SELECT method, role, agent, seed, avg(credit) AS c,
+                          avg((credit > 1e-12)::DOUBLE) AS pos, avg((credit < -1e-12)::DOUBLE) AS neg,
+                          count(*) AS n
+                   FROM credit WHERE study = $study GROUP BY method, role, agent, seed)
+        SELECT method, role, agent, avg(c) AS mean_credit, coalesce(stddev_samp(c), 0) AS credit_std,
+               avg(pos) AS positive_share, avg(neg) AS negative_share, count(*) AS n_seeds,
+               CAST(sum(n) AS BIGINT) AS n_trajectories
+        FROM s GROUP BY method, role, agent
+        ORDER BY method, role DESC, agent
         """,
         {"study": study},
     )

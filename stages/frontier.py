@@ -29,11 +29,12 @@ def frontier(ctx: StageContext) -> None:
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(), **metrics}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
+    main = table.filter(pl.col("dataset") == ctx.params.data.dataset)  # other tasks' points stay in the table only
     write_csv_atomic(
-        table.select("method", "operating_point", "study", "kind", "cost_per_item_usd", "accuracy", "on_pareto"),
+        main.select("method", "operating_point", "study", "kind", "cost_per_item_usd", "accuracy", "on_pareto"),
         plots / "frontier.csv",
     )
-    plot_frontier(table, plots / "frontier.png", title=f"{ctx.params.data.dataset}: cost vs accuracy on {params.split}")
+    plot_frontier(main, plots / "frontier.png", title=f"{ctx.params.data.dataset}: cost vs accuracy on {params.split}")
     with ctx.tracker.stage_run("frontier", "frontier", params) as run:
         run.log_metrics({"oracle": metrics["oracle"], **{
             k.replace(":", "_").replace(">", "-").replace("+", "_"): {m: v for m, v in d.items() if isinstance(v, float)}

@@ -17,7 +17,7 @@ import pytest
 from delegation_lab.config import FrontierParams
 from delegation_lab.data.items import Item, items_frame
 from delegation_lab.frontier import build_frontier
-from delegation_lab.store import TrajectoryWriter, connect, frontier_path, write_summaries
+from delegation_lab.store import CREDIT_SCHEMA, TrajectoryWriter, connect, frontier_path, write_summaries
 from delegation_lab.tables import (
     ANSWERS_SCHEMA,
     LABELS_SCHEMA,
@@ -116,6 +116,14 @@ def build_project(root: Path) -> Path:
                     "solver_set": "A,B,C", "run_id": f"run-{method}-{seed}",
                 })
     write_summaries(layout, STUDY, summaries)
+    credit = [  # `dlab credit` rows: per attempt and agent, the replayed Shapley credit
+        {"study": STUDY, "method": method, "seed": seed, "split": "test", "episode": episode, "step": 0, "rollout": 0,
+         "item_id": f"te{episode:03d}", "agent": agent, "role": "solver",
+         "credit": (0.1 * (k + 1) + 0.01 * seed - 0.05 * (episode % 3)) * (1 if method == "dqn_map" else -1),
+         "ci_low": None, "ci_high": None, "v_full": 1.0, "v_empty": 0.0, "n_agents": 3, "estimator": "exact"}
+        for method in METHODS for seed in SEEDS for episode in range(EPISODES) for k, agent in enumerate("ABC")
+    ]
+    write_parquet_atomic(pl.DataFrame(credit, schema=CREDIT_SCHEMA), root / "results" / "credit" / f"{STUDY}.parquet")
     market = [  # a study with summary rows only (no trajectories)
         {"study": SUMMARY_ONLY, "method": "vickrey", "seed": seed, "split": "test", "operating_point": f"reserve={r}",
          "accuracy": 0.6 + 0.1 * r + 0.01 * seed, "cost_per_item_usd": 0.0002 * (1 + r), "calls_per_item": 1.0,
@@ -178,6 +186,7 @@ TABLES = {
     "item_steps_table": ({"episode", "step", "executors"}, {"method"}),
     "answers_table": ({"solver", "parsed_answer"}, set()),
     "paper_table": ({"metric", "paper", "ours", "difference"}, set()),
+    "credit_table": ({"mean_credit", "positive_share", "agent"}, set()),
 }
 
 
@@ -288,6 +297,24 @@ def test_studies_page_learning_curves_match_duckdb(app, synthetic_project: Path)
     direct_acc = sql(synthetic_project, "SELECT avg(accuracy) a FROM summaries WHERE method = 'random'")["a"][0]
     assert summary[summary["method"] == "random"]["accuracy"].iloc[0] == pytest.approx(direct_acc)
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_studies_page_shows_per_agent_credit(app, synthetic_project: Path) -> None:
+    at = open_page(app, "studies")
+    table = frame(at, "credit_table")
+    direct = sql(synthetic_project, """
+        WITH s AS (SELECT method, agent, seed, avg(credit) c, avg((credit > 0)::DOUBLE) pos FROM credit
+                   WHERE study = $s GROUP BY ALL)
+        SELECT method, agent, avg(c) c, stddev_samp(c) sd, avg(pos) pos FROM s GROUP BY ALL ORDER BY method, agent""", s=STUDY)
+    assert len(table) == direct.height == len(METHODS) * 3
+    got = table.sort_values(["method", "agent"])
+    assert list(got["mean_credit"]) == pytest.approx(direct["c"].to_list())
+    assert list(got["credit_std"]) == pytest.approx(direct["sd"].to_list())
+    assert list(got["positive_share"]) == pytest.approx(direct["pos"].to_list())
+    assert set(got[got["method"] == "random"]["negative_share"]) != {0.0}
+    widget(at.selectbox, "Study").set_value(SUMMARY_ONLY).run()
+    assert not at.exception
+    assert not [df for df in at.dataframe if "mean_credit" in df.value.columns]  # no credit rows: no table
 
 
 def test_studies_page_buckets_episodes(app, synthetic_project: Path) -> None:

@@ -1,5 +1,5 @@
 """Studies: learning curves per method (mean over seeds with a ± 1 std band), the executor mix over
-training, and the study's summary rows."""
+training, the study's summary rows, and the per-agent Shapley credit of its replayed trajectories."""
 
 import streamlit as st
 
@@ -50,3 +50,10 @@ if summary.is_empty():
     st.caption(f"results/summaries/{study}.parquet is absent.")
 else:
     st.dataframe(summary, hide_index=True, width="stretch", key="summary_table")
+
+credit = p.query("credit_summary", study=study)
+if not credit.is_empty():
+    st.subheader("Per-agent credit (Shapley, replayed coalitions)")
+    st.caption("Mean Shapley credit of each agent over the replayed trajectories (`dlab credit`, "
+               f"results/credit/{study}.parquet; each seed averaged first), with how often it was positive or negative.")
+    st.dataframe(credit, hide_index=True, width="stretch", key="credit_table")

@@ -133,8 +133,8 @@ def query(
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
     limit: Annotated[int, typer.Option(help="rows to print in table format")] = 50,
 ) -> None:
-    """Query items, answers, labels, ability_map, trajectories, summaries and frontier with DuckDB
-    (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
+    """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
+    DuckDB (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
     import polars as pl
 
     from delegation_lab.store import run_query
@@ -161,6 +161,10 @@ app.add_typer(runs_app, name="runs")
 from delegation_lab.games.cli import game_app  # noqa: E402 - the `history_game` study's sub-command
 
 app.add_typer(game_app, name="game")
+
+from delegation_lab.credit.cli import credit_command  # noqa: E402 - the `credit` study's command
+
+app.command("credit")(credit_command)
 
 
 @runs_app.command("compare")

@@ -17,6 +17,7 @@ from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
 from delegation_lab.coordinator.params import CoordinatorParams
+from delegation_lab.credit.params import CreditParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 from delegation_lab.redref.params import RedrefParams
 
@@ -364,6 +365,8 @@ class Params(ParamsModel):
     """Sequential-auction markets, seed 004 (stage `market`)."""
     coordinator: CoordinatorParams = CoordinatorParams()
     """DQN coordinator under management and delegation rules, History Matters §3.1-3.2 (stage `coordinator`)."""
+    credit: CreditParams = CreditParams()
+    """SHARP (seed 002): Shapley credit for planner-worker teams, agent-normalised GRPO, the p-sweep (stage `credit`)."""
 
     @field_validator("solvers")
     @classmethod

@@ -184,9 +184,10 @@ def cpt(points: list[tuple[float, float]], a: Anchors, level: float) -> float | 
 
 
 def aggregate(points: pl.DataFrame) -> pl.DataFrame:
-    """Mean and spread over seeds per (study, method, operating_point)."""
+    """Mean and spread over seeds per (study, method, operating_point) and, when points name one, dataset."""
+    keys = ["study", "method", "operating_point"] + (["dataset"] if "dataset" in points.columns else [])
     return (
-        points.group_by(["study", "method", "operating_point"], maintain_order=True)
+        points.group_by(keys, maintain_order=True)
         .agg(
             pl.col("kind").first(),
             pl.col("accuracy").mean(),
@@ -233,18 +234,24 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float]) -> d
 
 
 def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str) -> tuple[pl.DataFrame, dict]:
+    """The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
+    summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
+    each task gets its own Pareto set, and the methods summary covers `dataset` only."""
     m = SolverMatrix.from_labeled(labeled_split)
-    points = baseline_points(m, params)
+    points = baseline_points(m, params).with_columns(pl.lit(dataset).alias("dataset"))
     if summaries.height:
         # a study's own oracle (method `oracle` or `<env>.oracle`) is an upper bound, not a contender
         is_oracle = pl.col("method").str.split(".").list.last() == "oracle"
         study_points = summaries.filter(pl.col("split") == params.split).with_columns(
-            pl.when(is_oracle).then(pl.lit("oracle")).otherwise(pl.lit("study")).alias("kind")
+            pl.when(is_oracle).then(pl.lit("oracle")).otherwise(pl.lit("study")).alias("kind"),
+            pl.col("dataset").fill_null(dataset),
         )
-        points = pl.concat([points, study_points.select(POINT_COLUMNS)], how="vertical_relaxed")
-    frontier = aggregate(points).with_columns(pl.lit(dataset).alias("dataset"))
-    contender = (frontier["kind"] != "oracle").to_numpy()
+        points = pl.concat([points, study_points.select([*POINT_COLUMNS, "dataset"])], how="vertical_relaxed")
+    frontier = aggregate(points)
+    frontier = frontier.select([c for c in frontier.columns if c != "dataset"] + ["dataset"])
     mask = np.zeros(frontier.height, dtype=bool)
-    mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
+    for task in frontier["dataset"].unique().to_list():
+        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task)).to_numpy()
+        mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
     frontier = frontier.with_columns(pl.Series("on_pareto", mask))
-    return frontier, summarize(frontier, m, params.cpt_levels)
+    return frontier, summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels)

@@ -187,7 +187,7 @@ def _quote(path: Path) -> str:
 
 def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with views items, answers, labels, ability_map, trajectories, summaries,
-    frontier over the Parquet files; a missing table is an empty view with its schema."""
+    frontier, credit over the Parquet files; a missing table is an empty view with its schema."""
     from delegation_lab.tables import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
 
     root = layout.root.resolve()
@@ -196,6 +196,7 @@ def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
         "items": (root / "data" / "items", "*.parquet", ITEMS_SCHEMA, False),
         "answers": (root / "data" / "answers", "*.parquet", ANSWERS_SCHEMA, False),
         "summaries": (root / "results" / "summaries", "*.parquet", SUMMARY_SCHEMA, False),
+        "credit": (root / "results" / "credit", "*.parquet", CREDIT_SCHEMA, False),  # `dlab credit` tables
         "trajectories": (
             root / "results" / "trajectories",
             "study=*/method=*/seed=*/*.parquet",
@@ -242,6 +243,14 @@ def run_query(layout: Layout, sql: str) -> pl.DataFrame:
     finally:
         con.close()
 
+
+# Per-agent Shapley credit of replayed trajectories (results/credit/<study>.parquet, `dlab credit`).
+CREDIT_SCHEMA: dict[str, pl.DataType] = {
+    "study": pl.String, "method": pl.String, "seed": pl.Int64, "split": pl.String, "episode": pl.Int64,
+    "step": pl.Int64, "rollout": pl.Int64, "item_id": pl.String, "agent": pl.String, "role": pl.String,
+    "credit": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "v_full": pl.Float64, "v_empty": pl.Float64,
+    "n_agents": pl.Int64, "estimator": pl.String,
+}
 
 FRONTIER_SCHEMA: dict[str, pl.DataType] = {
     "method": pl.String,

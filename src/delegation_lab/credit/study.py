@@ -1,0 +1,114 @@
+"""The credit study end to end, minus file output: build the question pools and the held-out
+draws, train every method (every seed batched), evaluate each on the same held-out draws.
+
+Every method of one seed starts from the same network and sees the same questions and tool-outcome
+draws in training (the environment stream is the seed's own; action sampling and the p-selection
+have their own streams), so the methods differ only by their rewards and advantages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from delegation_lab.credit.env import TaskPool, make_pool
+from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, evaluate, make_eval_set
+from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train
+from delegation_lab.credit.params import CreditParams
+from delegation_lab.errors import InputError
+
+POOL_STREAM = 0
+
+
+@dataclass
+class MethodOutcome:
+    spec: MethodSpec
+    train: TrainResult
+    eval: EvalResult
+    seconds: float
+
+
+@dataclass
+class StudyOutcome:
+    params: CreditParams
+    seeds: list[int]
+    train_pool: TaskPool
+    eval_set: EvalSet
+    methods: list[MethodOutcome]
+    device: str
+
+    def get(self, name: str) -> MethodOutcome | None:
+        return next((m for m in self.methods if m.spec.name == name), None)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise InputError(f"params.yaml credit.device: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"params.yaml credit.device is {name!r} but no CUDA device is available; use cpu or auto")
+    return device
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def make_pools(params: CreditParams) -> tuple[TaskPool, TaskPool]:
+    rng = np.random.default_rng([params.data_seed, POOL_STREAM])
+    return make_pool(params.env, params.train_tasks, rng), make_pool(params.env, params.test_tasks, rng)
+
+
+def run_study(params: CreditParams, progress: bool = False, log: Callable[[str], None] = print,
+              on_method: Callable[[MethodOutcome], None] | None = None) -> StudyOutcome:
+    device = resolve_device(params.device)
+    seeds = list(range(params.first_seed, params.first_seed + params.seeds))
+    train_pool, test_pool = make_pools(params)
+    ev = make_eval_set(params, test_pool)
+    outcomes: list[MethodOutcome] = []
+    with torch_threads(params.torch_threads):
+        for name in params.method_names():
+            spec = method_spec(name, params)
+            t0 = time.perf_counter()
+            update, close = _bar(progress, params.iterations, name)
+            result = train(spec, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev), update)
+            close()
+            evaluation = evaluate(result.trainer, ev, params)
+            outcome = MethodOutcome(spec, result, evaluation, time.perf_counter() - t0)
+            outcomes.append(outcome)
+            acc = evaluation.per_seed["accuracy"]
+            log(f"credit: {name}: held-out accuracy {100 * acc.mean():.2f} ± {100 * acc.std(ddof=1) if len(acc) > 1 else 0:.2f} %, "
+                f"{evaluation.per_seed['tokens_per_task'].mean():.0f} tokens / question, {outcome.seconds:.1f} s")
+            if on_method is not None:
+                on_method(outcome)
+    return StudyOutcome(params, seeds, train_pool, ev, outcomes, str(device))
+
+
+def _bar(enabled: bool, total: int, desc: str):
+    if not enabled:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="it", leave=False)
+    state = {"n": 0}
+
+    def update(n: int) -> None:
+        bar.update(n - state["n"])
+        state["n"] = n
+
+    return update, bar.close

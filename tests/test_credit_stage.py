@@ -1,0 +1,166 @@
+"""The `credit` stage end to end on the smoke profile: metrics with the paper's figures beside ours,
+summaries for the frontier (their own dataset), trajectories with per-agent credit, the replayed
+credit table, plots, the MLflow experiment; bad params fail before any work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from delegation_lab.config import deep_merge, read_yaml
+from delegation_lab.paper import paper_vs_ours
+from delegation_lab.store import SUMMARY_SCHEMA, connect
+from delegation_lab.tables import Layout
+
+from .conftest import BIN, REPO, make_project, run
+
+SMOKE_METHODS = ["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_p0.5"]
+
+
+def smoke_params(**credit) -> dict:
+    raw = deep_merge(read_yaml(REPO / "params.yaml"), read_yaml(REPO / "profiles" / "smoke.yaml"))
+    raw["credit"].update(credit)
+    return raw
+
+
+def run_stage(root: Path, raw: dict, timeout: int = 300) -> subprocess.CompletedProcess:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(raw))
+    return subprocess.run([sys.executable, str(REPO / "stages" / "credit.py")], cwd=root, capture_output=True,
+                          text=True, timeout=timeout,
+                          env={"PYTHONPATH": str(REPO / "src"), "DLAB_NO_PROGRESS": "1", "PATH": f"{BIN}:/usr/bin:/bin",
+                               "HOME": str(root)})
+
+
+@pytest.fixture(scope="module")
+def stage_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("credit_stage")
+    proc = run_stage(root, smoke_params())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
+    m = json.loads((stage_root / "metrics" / "credit.json").read_text())
+    for method in SMOKE_METHODS:
+        assert 0 <= m[method]["accuracy"] <= 100
+        assert m[method]["n_seeds"] == 2
+    for key in ("sharp", "broadcast", "single", "no_shapley", "planner_only", "worker_only"):
+        assert isinstance(m[key]["accuracy"], float)
+    assert m["sharp"]["paper"]["accuracy"] == 50.76 and m["no_shapley"]["paper"]["accuracy"] == 47.00
+    assert set(m["p_sweep"]) >= {"p=0", "p=0.5", "p=1", "paper"}
+    assert m["p_sweep"]["p=0"]["coalitions_per_batch"] == 0 < m["p_sweep"]["p=0.5"]["coalitions_per_batch"]
+    assert m["gaps"]["sharp_minus_no_shapley"] == pytest.approx(m["sharp"]["accuracy"] - m["no_shapley"]["accuracy"])
+    rows = {r["metric"]: r for r in paper_vs_ours(m)}
+    assert rows["sharp.accuracy"]["paper"] == 50.76 and rows["sharp.accuracy"]["ours"] == m["sharp"]["accuracy"]
+    assert rows["p_sweep.p=1.tokens_per_task"]["paper"] == 8300.0
+    assert m["replay"]["max_abs_diff_vs_training_code"] < 1e-9
+    assert m["replay"]["matched_rows"] == m["replay"]["agent_rows"] > 0
+
+
+def test_summaries_are_on_their_own_dataset(stage_root):
+    s = pl.read_parquet(stage_root / "results" / "summaries" / "credit.parquet")
+    assert list(s.columns) == list(SUMMARY_SCHEMA)
+    assert set(s["dataset"].unique()) == {"sharp_multihop"}
+    test = s.filter(pl.col("split") == "test")
+    assert sorted(test["method"].unique()) == sorted(SMOKE_METHODS) and test.height == 2 * len(SMOKE_METHODS)
+    assert (test["n_items"] == 100 * 2).all()  # test_tasks x eval_replicates
+    assert test["run_id"].null_count() == 0
+    m = json.loads((stage_root / "metrics" / "credit.json").read_text())
+    sharp = test.filter(pl.col("method") == "sharp")
+    assert 100 * sharp["accuracy"].mean() == pytest.approx(m["sharp"]["accuracy"])
+    assert sharp["cost_per_item_usd"].mean() == pytest.approx(m["sharp"]["tokens_per_task"] * 0.2 / 1e6)
+
+
+def test_trajectories_carry_per_agent_credit_and_the_credit_view_shows_it(stage_root):
+    con = connect(Layout(stage_root))
+    try:
+        per_rollout = con.sql("""
+            SELECT method, seed, episode, sum(CAST(json_extract(extra, '$.credit') AS DOUBLE)) AS credit_sum,
+                   count(*) FILTER (WHERE json_extract_string(extra, '$.role') = 'planner') AS planners,
+                   any_value(correct) AS correct
+            FROM trajectories WHERE study = 'credit' AND split = 'test' AND method = 'sharp'
+            GROUP BY ALL""").pl()
+        credit = con.sql("SELECT method, role, count(*) n FROM credit WHERE study = 'credit' GROUP BY ALL").pl()
+        train = con.sql("SELECT count(*) FROM trajectories WHERE study = 'credit' AND split = 'train'").fetchall()[0][0]
+    finally:
+        con.close()
+    assert (per_rollout["planners"] == 1).all() and per_rollout.height == 2 * 100
+    assert train > 0
+    assert set(credit["method"]) == set(SMOKE_METHODS) - {"single"}
+    assert set(credit["role"]) == {"planner", "worker"}
+
+
+def test_plots_and_mlflow(stage_root):
+    plots = stage_root / "plots" / "credit"
+    for name in ("heldout_accuracy.csv", "train_accuracy.csv", "methods.csv", "p_sweep.csv",
+                 "figures/methods.png", "figures/stability.png", "figures/p_sweep.png"):
+        assert (plots / name).stat().st_size > 0, name
+    sweep = pl.read_csv(plots / "p_sweep.csv")
+    assert sweep["p"].to_list() == [0.0, 0.5, 1.0]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{stage_root / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("credit")
+    runs = client.search_runs([exp.experiment_id])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == 2 * len(SMOKE_METHODS)
+    child = next(r for r in children if r.data.tags["mlflow.runName"] == "sharp/seed=0")
+    assert "eval/accuracy" in child.data.metrics and "credit/coalitions_per_batch" in child.data.metrics
+    assert len(client.get_metric_history(child.info.run_id, "train/accuracy")) == 12
+
+
+def test_the_frontier_keeps_the_simulated_task_apart(stage_root):
+    """credit's rows name their own dataset: they get their own Pareto set and never enter the cached
+    answers' frontier, its methods summary or its picture."""
+    from delegation_lab.config import FrontierParams
+    from delegation_lab.frontier import build_frontier
+
+    labeled = pl.DataFrame({"item_id": list("abcd") * 2, "solver": ["A"] * 4 + ["B"] * 4,
+                            "correct": [True, True, True, False, True, False, False, False],
+                            "cost_usd": [1e-3] * 4 + [1e-5] * 4})
+    other = pl.DataFrame([{"study": "s", "method": "m", "seed": 0, "split": "test", "operating_point": "default",
+                           "accuracy": 0.6, "cost_per_item_usd": 5e-4, "calls_per_item": 1.0, "return": None,
+                           "n_items": 4, "dataset": "arith", "solver_set": "A,B", "run_id": None}], schema=SUMMARY_SCHEMA)
+    credit = pl.read_parquet(stage_root / "results" / "summaries" / "credit.parquet")
+    params = FrontierParams(mixture_points=1, cascade={"seeds": 1})
+    alone, metrics_alone = build_frontier(labeled, other, params, "arith")
+    table, metrics = build_frontier(labeled, pl.concat([other, credit]), params, "arith")
+    main = table.filter(pl.col("dataset") == "arith")
+    assert main.sort("method", "operating_point").equals(alone.sort("method", "operating_point"))
+    assert metrics == metrics_alone
+    mine = table.filter(pl.col("study") == "credit")
+    assert set(mine["dataset"]) == {"sharp_multihop"} and mine.height == len(SMOKE_METHODS)
+    assert mine["on_pareto"].any()
+    best = mine.sort("accuracy", descending=True).row(0, named=True)
+    assert best["on_pareto"]  # the most accurate point of its own task is on its own front
+
+
+@pytest.mark.parametrize(("credit", "code", "message"), [
+    ({"alpha": -0.5}, 2, "credit.alpha"),
+    ({"p_sweep": [1.5]}, 2, "credit.p_sweep"),
+    ({"device": "cuda:7"}, 1, "credit.device"),
+])
+def test_bad_params_fail_before_any_work(tmp_path, credit, code, message):
+    proc = run_stage(tmp_path, smoke_params(**credit), timeout=120)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert not (tmp_path / "metrics").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_dvc_repro_credit_on_the_smoke_profile(tmp_path):
+    project = make_project(tmp_path / "project")
+    run([str(BIN / "dvc"), "repro", "credit"], project)
+    m = json.loads((project / "metrics" / "credit.json").read_text())
+    assert m["sharp"]["n_seeds"] == 2 and "p=0.5" in m["p_sweep"]
+    status = run([str(BIN / "dvc"), "status", "credit"], project)
+    assert "changed" not in status.stdout
+    res = run([str(BIN / "dlab"), "query", "SELECT count(*) AS n FROM credit", "--format", "csv"], project)
+    assert int(res.stdout.splitlines()[1]) > 0
