@@ -24,8 +24,13 @@ def test_full_dag_on_the_smoke_profile(tmp_path):
     summary_studies = {p.stem for p in (project / "results" / "summaries").glob("*.parquet")}
     frontier = pl.read_parquet(project / "results" / "frontier.parquet")
     assert summary_studies and summary_studies <= set(frontier["study"].unique().to_list())
-    methods = json.loads((project / "metrics" / "frontier.json").read_text())["methods"]
-    assert all(any(key.startswith(f"{study}/") for key in methods) for study in summary_studies)
+    frontier_metrics = json.loads((project / "metrics" / "frontier.json").read_text())
+    on_main_task = {p.stem for p in (project / "results" / "summaries").glob("*.parquet")
+                    if pl.read_parquet(p)["dataset"].unique().to_list() == [frontier_metrics["dataset"]]}
+    assert {"coordinator", "market", "redref", "margent"} <= on_main_task
+    assert all(any(key.startswith(f"{study}/") for key in frontier_metrics["methods"]) for study in on_main_task)
+    other_tasks = frontier.filter(pl.col("dataset") != frontier_metrics["dataset"])
+    assert set(other_tasks["study"].unique().to_list()) == summary_studies - on_main_task  # their own Pareto sets
 
     report = run([str(BIN / "dlab"), "report"], project).stdout
     for study in ("coordinator", "history_game", "market", "redref", "margent"):
