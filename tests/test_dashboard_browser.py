@@ -152,10 +152,15 @@ def test_frontier_with_chromium_command_line(server: str) -> None:
     """The same check without Playwright: Chromium's own --dump-dom and --screenshot."""
     executable = chromium_path()
     ARTIFACTS.mkdir(exist_ok=True)
-    base = [executable, *CHROMIUM_FLAGS, "--virtual-time-budget=20000", "--window-size=1400,1400"]
-    dom = subprocess.run([*base, "--dump-dom", f"{server}/"], capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    html = dom.stdout
+    # Streamlit renders over a websocket after load; on a busy machine one virtual-time budget may end
+    # before the chart arrives, so try longer budgets before calling it a failure.
+    for budget in (20_000, 45_000, 90_000):
+        base = [executable, *CHROMIUM_FLAGS, f"--virtual-time-budget={budget}", "--window-size=1400,1400"]
+        dom = subprocess.run([*base, "--dump-dom", f"{server}/"], capture_output=True, text=True, timeout=180)
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        html = dom.stdout
+        if "main-svg" in html:
+            break
     assert "js-plotly-plot" in html and "main-svg" in html, "the frontier chart did not render"
     for name in ("always-A", "oracle", "Pareto front"):
         assert f'data-unformatted="{name}"' in html, f"legend entry {name!r} missing"
