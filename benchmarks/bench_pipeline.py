@@ -6,7 +6,6 @@ Prints the per-stage share of the cold run and the cold / no-op ratio.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import tempfile
 import time

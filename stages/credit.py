@@ -23,7 +23,8 @@ from delegation_lab.credit.report import (
     test_frames,
     train_frames,
 )
-from delegation_lab.credit.study import MethodOutcome, resolve_device, run_study
+from delegation_lab.credit.study import MethodOutcome, run_study
+from delegation_lab.torch_runtime import resolve_device
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import write_csv_atomic, write_json_atomic
@@ -46,7 +47,7 @@ def credit(ctx: StageContext) -> None:
     """Train, evaluate and report the credit study."""
     t0 = time.perf_counter()
     params = ctx.params.credit
-    resolve_device(params.device)  # a bad device fails before any work
+    resolve_device(params.device, "credit.device")  # a bad device fails before any work
     run_ids: dict[tuple[str, int], str | None] = {}
     with ctx.tracker.stage_run(STUDY, STUDY, params) as parent:
 

@@ -26,7 +26,8 @@ from delegation_lab.credit.evaluate import accuracy_now, evaluate, make_eval_set
 from delegation_lab.credit.grpo import Trainer, group_normalise, method_spec, train
 from delegation_lab.credit.params import CreditParams, EnvParams
 from delegation_lab.credit.shapley import shapley
-from delegation_lab.credit.study import make_pools, resolve_device
+from delegation_lab.credit.study import make_pools
+from delegation_lab.torch_runtime import resolve_device
 from delegation_lab.errors import ConfigError, InputError
 
 from .conftest import REPO
@@ -84,7 +85,7 @@ def test_a_cuda_device_without_cuda_is_an_input_error():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(InputError, match="credit.device"):
-        resolve_device("cuda")
+        resolve_device("cuda", "credit.device")
     assert resolve_device("auto").type == "cpu"
 
 

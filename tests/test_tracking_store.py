@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import mlflow
 import polars as pl
 import pytest
 

@@ -13,11 +13,11 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from delegation_lab.coordinator.params import CoordinatorParams
+from delegation_lab.credit.params import CreditParams
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
-from delegation_lab.coordinator.params import CoordinatorParams
-from delegation_lab.credit.params import CreditParams
 from delegation_lab.params_model import ConfigError, ParamsModel, dotted
 from delegation_lab.redref.params import RedrefParams
 

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import polars as pl
 
+from delegation_lab.figures import pyplot, save_figure
+
 BASELINE_MARKERS = {"single": "s", "cascade": "^", "mixture": ".", "oracle": "*"}
 
 
 def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
     base = table.filter(pl.col("study") == "baselines")
@@ -46,9 +45,4 @@ def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_figure(fig, out)

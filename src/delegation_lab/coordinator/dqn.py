@@ -178,15 +178,6 @@ class TrainResult:
     seconds: float
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for but CUDA is not available; use device: cpu")
-    return device
-
-
 def train_batched(
     env: VecCoordinatorEnv,
     p: DqnParams,

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.figures import pyplot, save_figure
+
 STYLE = {"dqn_map": "C0", "dqn_nomap": "C1", "always_a": "C3", "mgmt_policy": "C2", "random": "0.6", "oracle": "k"}
 
 
@@ -19,10 +21,7 @@ def _smooth(y: np.ndarray, k: int) -> np.ndarray:
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     return plt
 
@@ -46,10 +45,7 @@ def plot_training(tables: dict[str, pl.DataFrame], study: str, out: Path, smooth
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{study}: training (mean ± std over seeds; moving average of {smooth} episodes)")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_share(table: pl.DataFrame, study: str, out: Path, smooth: int = 10) -> Path:
@@ -66,10 +62,7 @@ def plot_share(table: pl.DataFrame, study: str, out: Path, smooth: int = 10) -> 
     ax.set_title(f"{study}: who answers (learned coordinator, mean ± std over seeds)")
     ax.legend()
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_sweep(sweep: pl.DataFrame, baselines: pl.DataFrame, out: Path) -> Path:
@@ -91,7 +84,4 @@ def plot_sweep(sweep: pl.DataFrame, baselines: pl.DataFrame, out: Path) -> Path:
     ax.set_title("coordinator: the cost-weight sweep on held-out items")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)

@@ -10,21 +10,20 @@ of `packet_size` (the last one shorter), with exploration off.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from delegation_lab.coordinator import baselines
 from delegation_lab.coordinator.actions import ActionTable, delegation_actions, management_actions
 from delegation_lab.coordinator.data import CoordinatorData, check_solver_names, load_coordinator_data
-from delegation_lab.coordinator.dqn import GreedyPolicy, resolve_device, train_batched
+from delegation_lab.coordinator.dqn import GreedyPolicy, train_batched
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.errors import InputError
 from delegation_lab.tables import Layout
+from delegation_lab.torch_runtime import resolve_device, torch_threads
 
 
 @dataclass
@@ -84,7 +83,7 @@ def prepare_inputs(params: CoordinatorParams, solver_order: list[str], bucket_ed
         raise InputError(f"params.yaml coordinator.routes use {off}, which coordinator.agents {list(env.columns)} "
                          "leaves out; both environments share one observation layout over the agents")
     try:
-        resolve_device(params.device)
+        resolve_device(params.device, "coordinator.device")
     except ValueError as e:
         raise InputError(f"params.yaml coordinator.device: {e}") from None
     data = load_coordinator_data(layout, list(env.columns), "dqn_map" in params.methods, bucket_edges)
@@ -110,17 +109,6 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int],
     return update, bar.close
 
 
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class CoordinatorStudy:
     def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
                  log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None):
@@ -128,7 +116,7 @@ class CoordinatorStudy:
         self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
         self.train_table = data.train.select(layout.columns)
         self.test_table = data.test.select(layout.columns)
-        self.device = resolve_device(params.device)
+        self.device = resolve_device(params.device, "coordinator.device")
         self.runs: list[MethodRun] = []
 
     def config(self, use_map: bool) -> EnvConfig:

@@ -11,27 +11,11 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.credit.report import PAPER, PAPER_P_SWEEP
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp, bbox_inches="tight")
-    tmp.replace(out)
-    return out
+from delegation_lab.figures import pyplot, save_figure
 
 
 def plot_methods(methods: pl.DataFrame, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4), dpi=110)
     names = methods["method"].to_list()
     x = np.arange(len(names))
@@ -58,13 +42,13 @@ def plot_methods(methods: pl.DataFrame, out: Path) -> Path:
     ax.set_ylabel("tokens per question")
     ax.set_title("Inference tokens")
     fig.tight_layout()
-    out = _save(fig, out)
+    out = save_figure(fig, out, bbox_inches="tight")
     plt.close(fig)
     return out
 
 
 def plot_stability(curves: pl.DataFrame, n_seeds: int, out: Path, methods: list[str] | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     it = curves["iteration"].to_numpy()
     names = [c for c in curves.columns if c != "iteration" and not c.endswith("_std")]
@@ -79,13 +63,13 @@ def plot_stability(curves: pl.DataFrame, n_seeds: int, out: Path, methods: list[
     ax.set_ylabel("held-out accuracy (%)")
     ax.set_title("Training stability: mean and 95 % interval over seeds (Figure 5)")
     ax.legend(fontsize=8)
-    out = _save(fig, out)
+    out = save_figure(fig, out, bbox_inches="tight")
     plt.close(fig)
     return out
 
 
 def plot_p_sweep(sweep: pl.DataFrame, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), dpi=110)
     p = sweep["p"].to_numpy()
     paper_p = np.array([0.0, 1.0])
@@ -106,6 +90,6 @@ def plot_p_sweep(sweep: pl.DataFrame, out: Path) -> Path:
     ax.legend(fontsize=8)
     fig.suptitle("Cost analysis (Figure 7)")
     fig.tight_layout()
-    out = _save(fig, out)
+    out = save_figure(fig, out, bbox_inches="tight")
     plt.close(fig)
     return out

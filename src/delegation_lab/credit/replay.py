@@ -20,7 +20,6 @@ Any other study: an InputError naming the studies that can be replayed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,7 +324,6 @@ def iter_credit(layout: Layout, study: str, params_path: Path = Path("params.yam
 
 def compute_credit(layout: Layout, study: str, out: Path | None = None, **kwargs) -> CreditRun:
     """Credit every selected partition and write one table (results/credit/<study>.parquet by default)."""
-    t0 = time.perf_counter()
     frames, skipped = [], []
     coalitions, seconds = 0, 0.0
     for method, seed, frame, n, s in iter_credit(layout, study, **kwargs):

@@ -9,18 +9,16 @@ have their own streams), so the methods differ only by their rewards and advanta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from delegation_lab.credit.env import TaskPool, make_pool
 from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, evaluate, make_eval_set
 from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train
 from delegation_lab.credit.params import CreditParams
-from delegation_lab.errors import InputError
+from delegation_lab.torch_runtime import resolve_device, torch_threads
 
 POOL_STREAM = 0
 
@@ -46,29 +44,6 @@ class StudyOutcome:
         return next((m for m in self.methods if m.spec.name == name), None)
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as e:
-        raise InputError(f"params.yaml credit.device: {e}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"params.yaml credit.device is {name!r} but no CUDA device is available; use cpu or auto")
-    return device
-
-
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def make_pools(params: CreditParams) -> tuple[TaskPool, TaskPool]:
     rng = np.random.default_rng([params.data_seed, POOL_STREAM])
     return make_pool(params.env, params.train_tasks, rng), make_pool(params.env, params.test_tasks, rng)
@@ -76,7 +51,7 @@ def make_pools(params: CreditParams) -> tuple[TaskPool, TaskPool]:
 
 def run_study(params: CreditParams, progress: bool = False, log: Callable[[str], None] = print,
               on_method: Callable[[MethodOutcome], None] | None = None) -> StudyOutcome:
-    device = resolve_device(params.device)
+    device = resolve_device(params.device, "credit.device")
     seeds = list(range(params.first_seed, params.first_seed + params.seeds))
     train_pool, test_pool = make_pools(params)
     ev = make_eval_set(params, test_pool)

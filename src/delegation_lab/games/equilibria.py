@@ -327,7 +327,7 @@ class MarkovSolution:
 
 
 def solve_markov(game: Game, max_combinations: int = DEFAULT_MAX_COMBINATIONS) -> MarkovSolution:
-    n, T = game.n_players, game.horizon
+    T = game.horizon
     sc = Scaled.of(game)
     budget = Budget(max_combinations)
     layers: list[dict] = [dict() for _ in range(T)]

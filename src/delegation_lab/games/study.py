@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.errors import InputError
+from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.games.equilibria import Solution, solve
 from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
 from delegation_lab.games.iql import IQLResult
@@ -205,10 +206,7 @@ def trajectory_frames(result: IQLResult, every: int) -> dict[int, pl.DataFrame]:
 
 
 def plot_curves(curves: dict[str, pl.DataFrame], out: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     labels = {"no_transfer": "IQL", "transfer": "IQL with money transfer"}
@@ -222,14 +220,11 @@ def plot_curves(curves: dict[str, pl.DataFrame], out: Path, title: str) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(loc="center right")
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_equilibria(frame: pl.DataFrame, out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     games = frame["game"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(1, len(games)), figsize=(5 * max(1, len(games)), 4.2), dpi=120, squeeze=False)
@@ -248,18 +243,8 @@ def plot_equilibria(frame: pl.DataFrame, out: Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
-
-def _save(fig: Any, out: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
 
 
 @dataclass

@@ -17,7 +17,6 @@ candidate and is recorded with its error.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 

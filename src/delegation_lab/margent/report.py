@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.margent.distill import ACTIONS
+from delegation_lab.margent.evaluate import TreeTable
 from delegation_lab.margent.params import SUBAGENTS
 from delegation_lab.margent.study import Method
-from delegation_lab.margent.evaluate import TreeTable
 
 
 def collection_rows(collection: pl.DataFrame) -> pl.DataFrame:
@@ -106,10 +107,7 @@ def table2_frame(metrics: dict) -> pl.DataFrame:
 
 
 def plot_overview(metrics: dict, out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.3), dpi=110)
     t1 = metrics["table1"]
@@ -140,9 +138,4 @@ def plot_overview(metrics: dict, out: Path) -> Path:
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_figure(fig, out)

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
-
-from delegation_lab.data.items import Item
 from pydantic import SerializeAsAny
 
+from delegation_lab.data.items import Item
 from delegation_lab.margent.schemas import AgentView, Candidate, Decision, Frozen, Signal, SignalBase, State
 from delegation_lab.parsing import numbers_match, parse_choice, parse_number_answer
 

@@ -159,7 +159,7 @@ class Market:
     def play(self, round_index: int, n_tasks: int, explore_std: float, probe_rate: float = 0.0) -> RoundLog:
         """Run `n_tasks` tasks in every world (learning excluded); `explore_std` and `probe_rate`
         are the exploration of this round (0 when evaluating)."""
-        d, W, A = self.domain, self.worlds.n, self.domain.n_agents
+        d, W = self.domain, self.worlds.n
         K, gamma, R = n_tasks, self.params.gamma, self.reward
         state = d.start(round_index, K, self.gen)
         active = torch.ones(W, K, dtype=torch.bool, device=self.device)

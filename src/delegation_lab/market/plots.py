@@ -3,32 +3,15 @@ clearing prices and subsidies per node, and the answers market on the cost-accur
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from delegation_lab.market.report import mean_of, nanmean_rows, smooth_curve, group
+from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.market.report import group, mean_of, nanmean_rows, smooth_curve
 from delegation_lab.market.study import WorldResult, operating_point
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp)
-    os.replace(tmp, out)
-    return out
 
 
 def _label(protocol: str, bidder: str) -> str:
@@ -36,7 +19,7 @@ def _label(protocol: str, bidder: str) -> str:
 
 
 def plot_chain_density(worlds: list[WorldResult], out: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     cells = group([w for w in worlds if w.domain == "chain"])
     pairs: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
     for (p, b, n), ws in cells.items():
@@ -62,13 +45,13 @@ def plot_chain_density(worlds: list[WorldResult], out: Path) -> Path:
     fig.suptitle("Chain translation: monopsony (N = 1) vs imperfect competition (N > 1)")
     fig.tight_layout()
     try:
-        return _save(fig, out)
+        return save_figure(fig, out)
     finally:
         plt.close(fig)
 
 
 def plot_chain_curves(worlds: list[WorldResult], out: Path, smooth: int = 10) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     cells = group([w for w in worlds if w.domain == "chain"])
     pairs = sorted({(p, b) for (p, b, _) in cells})
     cols = min(4, len(pairs))
@@ -88,14 +71,14 @@ def plot_chain_curves(worlds: list[WorldResult], out: Path, smooth: int = 10) ->
     fig.suptitle("Task success per round (mean over seeds)")
     fig.tight_layout()
     try:
-        return _save(fig, out)
+        return save_figure(fig, out)
     finally:
         plt.close(fig)
 
 
 def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]) -> Path:
     """Clearing price (what the buyer paid) and subsidy at each node, per protocol / bidder and N."""
-    plt = _pyplot()
+    plt = pyplot()
     cells = group([w for w in worlds if w.domain == "chain"])
     keys = sorted(cells)
     nodes = [lang for lang in languages if any(lang in w.final["price"] for ws in cells.values() for w in ws)]
@@ -115,7 +98,7 @@ def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]
         fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
     try:
-        return _save(fig, out)
+        return save_figure(fig, out)
     finally:
         plt.close(fig)
 
@@ -123,7 +106,7 @@ def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]
 def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.DataFrame | None = None) -> Path:
     """The answers market's operating points (one per terminal reward) on cost vs accuracy, with the
     single solvers on the same test items as references."""
-    plt = _pyplot()
+    plt = pyplot()
     by_method: dict[str, list[tuple[float, float, float, str]]] = defaultdict(list)
     for (p, b, m), ws in group([w for w in worlds if w.domain == "answers"]).items():
         by_method[f"{p}-{b}"].append((m, mean_of(w.final["cost_per_item"] for w in ws), mean_of(w.final["accuracy"] for w in ws), operating_point(m)))
@@ -143,6 +126,6 @@ def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.D
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     try:
-        return _save(fig, out)
+        return save_figure(fig, out)
     finally:
         plt.close(fig)

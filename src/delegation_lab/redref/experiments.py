@@ -22,7 +22,13 @@ from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached
 from delegation_lab.redref.controller import Redref, merge_sections
 from delegation_lab.redref.engine import EngineSetup, SequenceOutcome, run_sequences
 from delegation_lab.redref.judge import (
-    AGENT_TEMPLATE, JUDGE_ROLE, ROLE_PROMPTS, SimulatedJudgeBackend, calibrate, draft_score, noisy_verdict,
+    AGENT_TEMPLATE,
+    JUDGE_ROLE,
+    ROLE_PROMPTS,
+    SimulatedJudgeBackend,
+    calibrate,
+    draft_score,
+    noisy_verdict,
 )
 from delegation_lab.redref.memory import BeliefState, Embedder, KnownTexts, similarity
 from delegation_lab.redref.params import RedrefParams

@@ -8,28 +8,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.redref.bandit import SweepResult
 from delegation_lab.redref.engine import SequenceOutcome
 from delegation_lab.tables import write_csv_atomic
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.tight_layout()
-    fig.savefig(tmp)
-    _pyplot().close(fig)
-    tmp.replace(out)
-    return out
 
 
 def rq1_frame(metrics: dict[str, Any]) -> pl.DataFrame:
@@ -44,7 +26,7 @@ def rq1_frame(metrics: dict[str, Any]) -> pl.DataFrame:
 
 
 def plot_rq1(frame: pl.DataFrame, out: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
     variants = frame["variant"].unique(maintain_order=True).to_list()
     metrics = frame["metric"].unique(maintain_order=True).to_list()
@@ -61,7 +43,7 @@ def plot_rq1(frame: pl.DataFrame, out: Path) -> Path:
     ax.set_ylabel("ratio to random delegation (lower is better)")
     ax.set_title("RQ1: efficiency at matched success (95 % bootstrap CI)")
     ax.legend(fontsize=7)
-    return _save(fig, out)
+    return save_figure(fig, out, tight_layout=True)
 
 
 def belief_frame(outcome: SequenceOutcome, agent: int, control: SequenceOutcome | None = None) -> pl.DataFrame:
@@ -74,7 +56,7 @@ def belief_frame(outcome: SequenceOutcome, agent: int, control: SequenceOutcome 
 
 
 def plot_belief(frame: pl.DataFrame, out: Path, title: str, marker: int | None = None) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     ax.fill_between(frame["task"], frame["belief_q25"], frame["belief_q75"], alpha=0.25, label="inter-quartile range")
     ax.plot(frame["task"], frame["belief_median"], label="median over seeds")
@@ -87,7 +69,7 @@ def plot_belief(frame: pl.DataFrame, out: Path, title: str, marker: int | None =
     ax.set_ylabel("posterior mean at task start")
     ax.set_title(title)
     ax.legend(fontsize=7)
-    return _save(fig, out)
+    return save_figure(fig, out, tight_layout=True)
 
 
 def judge_noise_frame(sweep: SweepResult) -> pl.DataFrame:
@@ -101,7 +83,7 @@ def judge_noise_frame(sweep: SweepResult) -> pl.DataFrame:
 
 
 def plot_judge_noise(frame: pl.DataFrame, out: Path, horizon: int) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     ax.plot(frame["inv_delta"], frame["regret"], "o-", label=f"measured R(T={horizon})")
     ax.plot(frame["inv_delta"], frame["scaled_from_best_judge"], "--", label="R(best judge) x delta_best / delta")
@@ -112,7 +94,7 @@ def plot_judge_noise(frame: pl.DataFrame, out: Path, horizon: int) -> Path:
     ax.set_ylabel("true pseudo-regret")
     ax.set_title("Judge noise: Thompson-sampling regret vs judge discrimination")
     ax.legend(fontsize=7)
-    return _save(fig, out)
+    return save_figure(fig, out, tight_layout=True)
 
 
 def cached_frame(summary_rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -128,7 +110,7 @@ def cached_frame(summary_rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def plot_cached(frame: pl.DataFrame, singles: dict[str, tuple[float, float]], out: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
     for (method,), g in frame.group_by("method", maintain_order=True):
         g = g.sort("cost_per_item_usd")
@@ -148,7 +130,7 @@ def plot_cached(frame: pl.DataFrame, singles: dict[str, tuple[float, float]], ou
     ax.set_title("REDEREF routing on cached answers, budgets B as operating points")
     if not frame.is_empty():
         ax.legend(fontsize=7, loc="center left")
-    return _save(fig, out)
+    return save_figure(fig, out, tight_layout=True)
 
 
 def write_all(folder: Path, frames: dict[str, pl.DataFrame]) -> None:

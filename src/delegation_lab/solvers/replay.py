@@ -28,7 +28,6 @@ import ast
 import hashlib
 import json
 import math
-import os
 import re
 import textwrap
 import unicodedata

@@ -28,8 +28,8 @@ from scipy.stats import norm
 from delegation_lab.config import SimulatedParams
 from delegation_lab.data.arith import apply_step
 from delegation_lab.data.items import Item
-from delegation_lab.parsing import normalise_number, numbers_match, parse_choice, parse_number_answer
 from delegation_lab.hashing import stable_hash
+from delegation_lab.parsing import normalise_number, numbers_match, parse_choice, parse_number_answer
 from delegation_lab.solvers.base import Generation, Request
 from delegation_lab.solvers.pricing import messages_tokens
 

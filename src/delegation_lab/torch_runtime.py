@@ -1,0 +1,40 @@
+"""Where and how torch runs: the `device` every study's params accept, and thread limits.
+
+Small batched matmuls run fastest on one thread on a 2-core machine, and torch's default thread
+count makes concurrent jobs oversubscribe the cores; studies pin it for their training loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from delegation_lab.errors import InputError
+
+
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """`auto` = CUDA when available, else CPU; a CUDA device on a machine without one is an error
+    naming the params key."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise InputError(f"params.yaml {key}: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"params.yaml {key} is {name!r} but no CUDA device is available; use cpu or auto")
+    return device
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with `n` intra-op threads (None: leave torch's setting), then restore it."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
