@@ -156,7 +156,7 @@ def test_seeds_are_independent_of_the_batch():
     assert not np.array_equal(batch.returns[0], batch.returns[1])
 
 
-def _reproduces(episodes: int, seeds: int) -> None:
+def assert_reproduces_0_and_990(episodes: int, seeds: int) -> None:
     params = IQLParams(episodes=episodes, seeds=seeds)
     plain = train_iql(HelpGame.from_params(HelpGameParams(), False), params)
     money = train_iql(HelpGame.from_params(HelpGameParams(), True), params)
@@ -169,9 +169,9 @@ def _reproduces(episodes: int, seeds: int) -> None:
 
 
 def test_iql_reproduces_0_and_990_on_a_reduced_run():
-    _reproduces(episodes=1000, seeds=5)
+    assert_reproduces_0_and_990(episodes=1000, seeds=5)
 
 
 @pytest.mark.slow
 def test_iql_reproduces_0_and_990_at_paper_scale():
-    _reproduces(episodes=5000, seeds=20)
+    assert_reproduces_0_and_990(episodes=5000, seeds=20)

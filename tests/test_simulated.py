@@ -23,7 +23,7 @@ def items():
 
 
 @pytest.fixture(scope="module")
-def test_items(items):
+def held_out(items):
     return [i for i in items if i.split == "test"]
 
 
@@ -33,13 +33,13 @@ def accuracy(name: str, items, seed: int = 0) -> float:
     return float(np.mean([backend.is_correct(i) for i in items]))
 
 
-def test_profiles_are_calibrated_on_the_1319_test_items(test_items):
+def test_profiles_are_calibrated_on_the_1319_test_items(held_out):
     """Each default profile measured on the test split: the mean over five simulator seeds lies within
     ±2 points of its target (one seed's 1319 draws have a sampling s.d. of up to 1.4 points, so a
     single seed may stray further; each stays within 3.5 points)."""
-    assert len(test_items) == 1319
+    assert len(held_out) == 1319
     for name, target in TARGETS.items():
-        per_seed = [accuracy(name, test_items, seed) for seed in range(5)]
+        per_seed = [accuracy(name, held_out, seed) for seed in range(5)]
         assert abs(np.mean(per_seed) - target) <= 0.02, (name, per_seed)
         assert max(abs(a - target) for a in per_seed) <= 0.035, (name, per_seed)
 
