@@ -21,7 +21,7 @@ import numpy as np
 
 from delegation_lab.redref import policy
 from delegation_lab.redref.judge import noisy_verdict
-from delegation_lab.redref.memory import memory_prior, window
+from delegation_lab.redref.memory import prior_before
 from delegation_lab.redref.params import ControllerParams
 
 
@@ -65,28 +65,17 @@ def route_cached(
     B, T = seq.shape
     N = len(arms.solvers)
     rows = np.arange(B)
-    W = window(c.decay, c.memory_tolerance, T)
     pos = np.zeros((B, T, N))
     neg = np.zeros((B, T, N))
-    carried_alpha, carried_beta = np.full((B, N), c.alpha0), np.full((B, N), c.beta0)
+    carried = np.full((B, N), c.alpha0), np.full((B, N), c.beta0)
     cost_sum, cost_n = np.zeros((B, N)), np.zeros((B, N))
     out = CachedOutcome(np.zeros((B, T), bool), np.zeros((B, T)), np.zeros((B, T), int), np.zeros((B, T), bool))
     log: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "t", "depth", "agent", "theta", "verdict", "alpha", "beta", "cost", "correct", "judged")}
     for t in range(T):
         item = seq[:, t]
         correct, cost, same = arms.correct[item], arms.cost[item], arms.same[item]
-        if c.prior == "memory":
-            lo = max(0, t - W)
-            if t > lo:
-                sim = sim_items[item[:, None], seq[:, lo:t]]
-                dt = np.broadcast_to(t - np.arange(lo, t, dtype=float), sim.shape)
-                alpha, beta = memory_prior(sim, dt, pos[:, lo:t], neg[:, lo:t], c.alpha0, c.beta0, c.decay)
-            else:
-                alpha, beta = np.full((B, N), c.alpha0), np.full((B, N), c.beta0)
-        elif c.prior == "persistent":
-            alpha, beta = carried_alpha.copy(), carried_beta.copy()
-        else:
-            alpha, beta = np.full((B, N), c.alpha0), np.full((B, N), c.beta0)
+        alpha, beta = prior_before(c.prior, t, seq, sim_items, pos, neg, carried, c.alpha0, c.beta0, c.decay,
+                                   c.memory_tolerance)
         cool = np.zeros((B, N), dtype=int)
         spent = np.zeros(B)
         judged = np.zeros((B, N), dtype=bool)  # candidates with evidence
@@ -153,7 +142,7 @@ def route_cached(
             pick = np.argmax(votes, axis=1)
             final = np.where(undecided, correct[rows, pick], final)
         out.final_correct[:, t] = final & (out.judged_success[:, t] | judged.any(axis=1))
-        carried_alpha, carried_beta = alpha, beta
+        carried = alpha, beta
     if log_steps:
         out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in log.items()}
     return out

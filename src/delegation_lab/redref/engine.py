@@ -27,7 +27,7 @@ import numpy as np
 
 from delegation_lab.redref import policy
 from delegation_lab.redref.judge import noisy_verdict
-from delegation_lab.redref.memory import memory_prior, window
+from delegation_lab.redref.memory import prior_before
 from delegation_lab.redref.params import ControllerParams
 from delegation_lab.redref.tasks import TaskPool, Zoo
 
@@ -95,10 +95,9 @@ def run_sequences(
     N = K = zoo.n
     rows = np.arange(S)
     mode = setup.prior_mode
-    W = window(c.decay, c.memory_tolerance, T)
     pos = np.zeros((S, T, N))
     neg = np.zeros((S, T, N))
-    carried_alpha, carried_beta = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
+    carried = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
     out = SequenceOutcome(
         success=np.zeros((S, T), bool), judged_success=np.zeros((S, T), bool), quality=np.zeros((S, T)),
         calls=np.zeros((S, T), int), rounds=np.zeros((S, T), int), tokens=np.zeros((S, T)),
@@ -137,18 +136,8 @@ def run_sequences(
         req = pool.required[task]
         n_req = req.sum(axis=1)
         checkable = pool.checkable[task]
-        if mode == "memory":
-            lo = max(0, t - W)
-            if t > lo:
-                sim = sim_pool[task[:, None], seq[:, lo:t]]
-                dt = np.broadcast_to(t - np.arange(lo, t, dtype=float), sim.shape)
-                alpha, beta = memory_prior(sim, dt, pos[:, lo:t], neg[:, lo:t], c.alpha0, c.beta0, c.decay)
-            else:
-                alpha, beta = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
-        elif mode == "persistent":
-            alpha, beta = carried_alpha.copy(), carried_beta.copy()
-        else:
-            alpha, beta = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
+        alpha, beta = prior_before(mode, t, seq, sim_pool, pos, neg, carried, c.alpha0, c.beta0, c.decay,
+                                   c.memory_tolerance)
         out.belief_start[:, t] = policy.posterior_mean(alpha, beta)
         if impaired is not None and t >= impaired[1]:
             competence = zoo.competence.copy()
@@ -230,7 +219,7 @@ def run_sequences(
             active &= ~plateau
         out.quality[:, t] = draft_q
         out.success[:, t] = draft_q >= setup.success_score
-        carried_alpha, carried_beta = alpha, beta
+        carried = alpha, beta
     if log_steps:
         out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in log.items()}
     return out

@@ -209,6 +209,23 @@ def memory_prior(sim: np.ndarray, dt: np.ndarray, pos: np.ndarray, neg: np.ndarr
     return alpha0 + np.einsum("bm,bmn->bn", w, pos), beta0 + np.einsum("bm,bmn->bn", w, neg)
 
 
+def prior_before(mode: str, t: int, seq: np.ndarray, sim: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+                 carried: tuple[np.ndarray, np.ndarray], alpha0: float, beta0: float, decay: float,
+                 tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """alpha, beta [B, N] for the t-th task of each row's routing order seq [B, T]. `memory`: Eqs.
+    (5)-(6) over the tasks still within the decay window, with K from sim [tasks, tasks] and verdicts
+    pos, neg [B, T, N]; `persistent`: the beliefs carried from the previous task; `reset`: the prior."""
+    B, N = pos.shape[0], pos.shape[2]
+    if mode == "persistent":
+        return carried[0].copy(), carried[1].copy()
+    lo = max(0, t - window(decay, tolerance, seq.shape[1]))
+    if mode != "memory" or t == lo:
+        return np.full((B, N), float(alpha0)), np.full((B, N), float(beta0))
+    k = sim[seq[:, t, None], seq[:, lo:t]]
+    dt = np.broadcast_to(t - np.arange(lo, t, dtype=float), k.shape)
+    return memory_prior(k, dt, pos[:, lo:t], neg[:, lo:t], alpha0, beta0, decay)
+
+
 @dataclass
 class MemoryRecord:
     x: np.ndarray
