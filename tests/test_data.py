@@ -123,6 +123,10 @@ def test_generic_jsonl_table_with_fixed_splits(tmp_path: Path):
     write_jsonl(path, rows)
     with pytest.raises(DataError, match="line 4: split 'validation'"):
         build_items(params)
+    rows = [row | {"part": "train" if row["part"] == "test" else row["part"]} for row in rows if row["part"] != "validation"]
+    write_jsonl(path, rows)
+    with pytest.raises(SplitError, match=r"custom\.jsonl \(column 'part'\): split 'test' would be empty \(sizes: ability 9, train 20, test 0\)"):
+        build_items(params)
 
 
 def test_empty_split_is_an_error():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from delegation_lab.config import DataParams
 from delegation_lab.data import arith
-from delegation_lab.data.items import Item, SplitError, take_splits
+from delegation_lab.data.items import Item, SplitError, require_every_split, take_splits
 from delegation_lab.data.sources import DataError, load_aqua_rat, load_gsm8k, load_table
 
 __all__ = ["DataError", "Item", "SplitError", "build_items"]
@@ -32,7 +32,8 @@ def build_items(params: DataParams) -> list[Item]:
     if kind in ("jsonl", "parquet"):
         items, _, fixed = load_table(params.table, kind)
         if fixed is not None:
-            return [item.model_copy(update={"split": fixed[item.item_id]}) for item in items]
+            fixed_items = [item.model_copy(update={"split": fixed[item.item_id]}) for item in items]
+            return require_every_split(fixed_items, f"{params.table.path} (column {params.table.fields.split!r})")
         return take_splits(items, None, source=params.table.path, **sizes)
     if kind == "replay":
         from delegation_lab.data.replay import load_replay_items

@@ -86,9 +86,16 @@ def take_splits(
             f"exceeds the {len(order)} non-test items available"
         )
     ability, train = order[:ability_size], order[ability_size : ability_size + need_train]
-    out = []
-    for split, chunk in (("ability", ability), ("train", train), ("test", test)):
-        if not chunk:
-            raise SplitError(f"{source}: split {split!r} would be empty")
-        out.extend(item.model_copy(update={"split": split}) for item in chunk)
-    return out
+    out = [item.model_copy(update={"split": split})
+           for split, chunk in (("ability", ability), ("train", train), ("test", test)) for item in chunk]
+    return require_every_split(out, source)
+
+
+def require_every_split(items: list[Item], source: str) -> list[Item]:
+    """Every study needs ability, train and test items: an empty split is an error listing the sizes."""
+    sizes = {split: sum(item.split == split for item in items) for split in ("ability", "train", "test")}
+    empty = [split for split, n in sizes.items() if n == 0]
+    if empty:
+        listed = ", ".join(f"{split} {n}" for split, n in sizes.items())
+        raise SplitError(f"{source}: split {', '.join(map(repr, empty))} would be empty (sizes: {listed})")
+    return items
