@@ -76,6 +76,12 @@ def test_agent_view_drops_gold_and_solved_values():
 @pytest.mark.parametrize("text", [
     "The final answer is 42.", "the answer is 17", "Answer: B", "#### 12", r"\boxed{3}", "Option C fits best.",
     "the correct choice is obvious", "B)", "The result is 40 after all steps.",
+    # leaks the audit found accepted
+    "(C) is correct", "Choose D", "I would pick C.", "B", "Therefore 42.", "The total comes to 42.",
+    "Candidate should be 17 instead",
+    # their near relatives
+    "B is the right one", "go with (B)", "(D).", "42", "So 42.", "Thus, 42 apples.", "Therefore 42. Check the units.",
+    "It works out to $12.50.", "The total must be 42",
 ])
 def test_answer_leaks_are_caught(text):
     assert answer_leak(text) is not None
@@ -84,8 +90,27 @@ def test_answer_leaks_are_caught(text):
 @pytest.mark.parametrize("text", [
     "The card starts at $40.", "Step 3 subtracts 12.", "The drug of choice and its dose matter.",
     "Check whether the units are consistent.", "A storm adds 17 litres.",
+    # sub-agent signals carry numbers and computations
+    "She buys 3 apples at $2 each.", "First compute 3 × 2 = 6, then add the 4 pens.", "so 6 + 4 = 10",
+    "Hence 3 × 2 = 6 apples are bought, then add 4.", "which comes to $6, then add 4 pens", "The total budget is $40.",
+    "A discount of 20% applies.", "Do so 3 times.",
+    # Verifier audits
+    "Step 2 multiplies instead of dividing.", "The candidate ignores the discount.",
+    "Step 2 should be a division, not a multiplication.", "Therefore the units must match.",
+    # capital letters and choice verbs that are no label
+    "Pick a number between the two totals.", "Choose the larger of the two amounts.", "Vitamin B deficiency is common.",
 ])
 def test_plain_facts_pass(text):
+    assert answer_leak(text) is None
+
+
+@pytest.mark.parametrize("text", [
+    "The problem starts from 40.", "Step 1 multiplies by 3.", "Step 4 subtracts -5.",
+    "Step 3 divides by 2.5, which a quick reading misses.", "Start from the initial quantity.", "Apply step 4.",
+    "Step 2 is not reflected in the working.", "The candidate does not follow step 3.",
+])
+def test_simulator_signal_templates_pass(text):
+    """The texts the simulated team emits (simulator._make_signal) are never taken for answers."""
     assert answer_leak(text) is None
 
 

@@ -75,12 +75,33 @@ class AgentView(Frozen):
 # ---------------------------------------------------------------------------------------------
 # no answers in signals
 
+# A number as a signal states it: an optional sign or currency, digits, decimals, a percent sign.
+_NUM = r"[-−]?\$?\d[\d,]*(?:\.\d+)?%?"
+
 _PHRASES = re.compile(
+    # Answer markers: "####", \boxed, "final answer", "the answer is", "Answer:", "correct option", "result is".
     r"####|\\boxed|final\s+answer|(?:the\s+)?(?:correct\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
-    r"|\banswer\s*[:=]|\bcorrect\s+(?:option|choice)\b|\bsolution\s+is\b|\bresult\s+is\b",
-    re.I,
+    r"|\banswer\s*[:=]|\bcorrect\s+(?:option|choice)\b|\bsolution\s+is\b|\bresult\s+is\b"
+    # A conclusion that ends on a bare number ("Therefore 42.", "The total comes to 42."); a number
+    # inside a computation ("so 6 + 4 = 10", "which comes to $6, then add 4") is left alone.
+    r"|(?:\b(?:therefore|thus|hence)|^\s*so\b|\b(?:comes?|came)\s+(?:out\s+)?to|\bworks?\s+out\s+(?:to|at)"
+    r"|\bends?\s+up\s+(?:at|as|with|being))[\s,:]*" + _NUM + r"(?:\s+[a-z]+)?\s*(?:[.!](?:\s|$)|$)"
+    # A replacement value for the candidate ("Candidate should be 17 instead", "the total must be 42").
+    r"|\b(?:candidate|answer|total|result)\s+(?:should|must)\s+(?:be|have\s+been|equal|read)\s+" + _NUM,
+    re.I | re.M,
 )
-_LABELS = re.compile(r"(?i:\b(?:option|choice)\s*)\(?[A-E]\)?(?![\w])|^\s*\(?[A-E][\).:]\s*$", re.M)
+_LABELS = re.compile(
+    # A label named as an option ("Option C", "choice (B)").
+    r"(?i:\b(?:option|choice)\s*)\(?[A-E]\)?(?![\w])"
+    # A label picked ("Choose D", "I would pick C.", "go with (B)"); the letter must be upper case,
+    # so "pick a number" passes.
+    r"|(?i:\b(?:choose|chose|choosing|pick|picked|picking|select|selected|go\s+with|opt\s+for)\s+)\(?[A-E]\)?(?![\w'])"
+    # A label declared right ("(C) is correct", "B is the right one").
+    r"|(?<![\w(])\(?[A-E]\)?\s+(?i:is|seems|looks|must\s+be)\s+(?i:correct|right|the\s+(?:right|correct|best)\b)"
+    # A signal that is nothing but a label or a number ("B", "(C).", "42").
+    r"|^\s*(?:\(?[A-E]\)?|" + _NUM + r")[.:)]?\s*$",
+    re.M,
+)
 
 
 def answer_leak(text: str) -> str | None:
