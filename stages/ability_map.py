@@ -17,13 +17,20 @@ def ability_map(ctx: StageContext) -> None:
         solver: {
             "n": int(g["n"].sum()),
             "success_rate": round(float(g["successes"].sum() / g["n"].sum()), 6),
-            "by_bucket": {r["bucket_label"]: round(r["success_rate"], 4) for r in g.iter_rows(named=True)},
+            "by_bucket": {
+                r["bucket_label"]: {
+                    "n": r["n"], "success_rate": round(r["success_rate"], 4), "ci_low": round(r["ci_low"], 4),
+                    "ci_high": round(r["ci_high"], 4), "mean_cost_usd": r["mean_cost_usd"],
+                }
+                for r in g.iter_rows(named=True)
+            },
         }
         for (solver,), g in table.group_by("solver", maintain_order=True)
     }
     write_json_atomic(metrics, ctx.layout.metrics("ability_map"))
     write_csv_atomic(
-        table.select("solver", "bucket", "bucket_label", "success_rate", "ci_low", "ci_high", "mean_cost_usd", "n"),
+        table.select(pl.col("solver").alias("series"), "solver", "bucket", "bucket_label", "success_rate", "ci_low",
+                     "ci_high", "mean_cost_usd", "n"),
         ctx.layout.plots("ability_map") / "success_rate.csv",
     )
     with ctx.tracker.stage_run("data", "ability_map", ctx.params.ability_map) as run:

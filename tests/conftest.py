@@ -53,6 +53,7 @@ def make_project(dest: Path, profile: str | None = "smoke") -> Path:
     run(["git", "config", "user.name", "tests"], dest)
     run([str(BIN / "dvc"), "init", "-q"], dest)
     run([str(BIN / "dvc"), "config", "core.analytics", "false"], dest)
+    shutil.copytree(REPO / ".dvc" / "plots", dest / ".dvc" / "plots")  # the project's custom plot templates
     if profile:
         run([str(BIN / "dlab"), "params", "profile", profile], dest)
     return dest

@@ -54,7 +54,16 @@ def test_repro_writes_every_contract(repro_project):
     assert solve["A"]["cost_usd"] > solve["B"]["cost_usd"] > solve["C"]["cost_usd"]
     labels_metrics = json.loads((project / "metrics" / "labels.json").read_text())
     assert labels_metrics["agreement"]["all"]["n"] == 180 and labels_metrics["agreement"]["all"]["agreement"] > 0.9
-    assert (project / "plots" / "ability_map" / "success_rate.csv").exists()
+    ability = json.loads((project / "metrics" / "ability_map.json").read_text())
+    for solver in "ABC":
+        for bucket in ability[solver]["by_bucket"].values():
+            assert bucket["ci_low"] <= bucket["success_rate"] <= bucket["ci_high"] and bucket["n"] > 0
+        assert sum(b["n"] for b in ability[solver]["by_bucket"].values()) == ability[solver]["n"] == 200
+    # one line per solver: the custom template colours by the CSV's `series` column
+    shown = json.loads(run([str(BIN / "dvc"), "plots", "show", "--json", "plots/ability_map/success_rate.csv"], project).stdout)
+    (spec,) = shown["data"]["plots/ability_map/success_rate.csv"]
+    assert spec["content"]["encoding"]["color"]["field"] == "series"
+    assert {row["series"] for row in spec["content"]["data"]["values"]} == {"A", "B", "C"}
 
     run([str(BIN / "python"), "stages/frontier.py"], project)  # baselines only: no study has run here
     frontier = pl.read_parquet(project / "results" / "frontier.parquet")

@@ -64,6 +64,6 @@ def by_difficulty(collection: pl.DataFrame, confidence: float) -> pl.DataFrame:
         wrong, right = g.filter(~pl.col("root_correct")), g.filter(pl.col("root_correct"))
         for kind, base, hits in (("rescue", wrong, int(wrong["correct"].sum())), ("corruption", right, int((~right["correct"]).sum()))):
             lo, hi = wilson_interval(hits, base.height, confidence)
-            rows.append({"agent": agent, "difficulty": d, "kind": kind, "n": base.height,
+            rows.append({"series": f"{agent} {kind}", "agent": agent, "difficulty": d, "kind": kind, "n": base.height,
                          "probability": hits / base.height if base.height else None, "ci_low": lo, "ci_high": hi})
     return pl.DataFrame(rows).sort(["agent", "kind", "difficulty"])
