@@ -79,6 +79,11 @@ def test_zero_weights_and_bad_env_are_refused():
         EnvParams(hop_probs=[0.5, 0.4])
     with pytest.raises(ValueError, match="Beta"):
         EnvParams(familiarity=[0.0, 1.0])
+    # 5 hops x 2 workers + the planner = 11 agents: refused before training, not mid-run by the Shapley pass
+    with pytest.raises(ValueError, match="= 11 agents, above the exact-Shapley limit of 10"):
+        EnvParams(hop_probs=[0.25, 0.25, 0.25, 0.25])
+    assert EnvParams(hop_probs=[0.25, 0.25, 0.25, 0.25], max_workers_per_hop=1).max_hops == 5
+    assert EnvParams(hop_probs=[0.1, 0.2, 0.3, 0.2, 0.2], max_workers_per_hop=1).max_hops == 6
 
 
 def test_a_cuda_device_without_cuda_is_an_input_error():

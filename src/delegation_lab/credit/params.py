@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from delegation_lab.credit.shapley import EXACT_MAX_AGENTS
 from delegation_lab.params_model import ParamsModel
 
 BASE_METHODS = ("single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp")
@@ -42,7 +43,8 @@ class EnvParams(ParamsModel):
     """The multi-hop tool-use environment (a simulated MuSiQue-like task)."""
 
     hop_probs: list[float] = [0.5, 0.3, 0.2]
-    """Probabilities of 2, 3, ... hops per question (MuSiQue has 2-4 hops)."""
+    """Probabilities of 2, 3, ... hops per question (MuSiQue has 2-4 hops); the largest team (1 planner +
+    hops x max_workers_per_hop) must stay within the exact-Shapley limit of 10 agents."""
     familiarity: list[float] = [0.5, 0.6]
     """Beta(a, b) of a hop's familiarity: the chance the shared model recalls the fact without any tool."""
     ambiguity: list[float] = [0.5, 1.5]
@@ -78,9 +80,11 @@ class EnvParams(ParamsModel):
     def _check(self) -> EnvParams:
         if not self.hop_probs or any(p < 0 for p in self.hop_probs) or abs(sum(self.hop_probs) - 1) > 1e-6:
             raise ValueError(f"hop_probs must be non-negative and sum to 1 (got {self.hop_probs})")
-        if len(self.hop_probs) > 4:
-            raise ValueError(f"hop_probs covers 2..{len(self.hop_probs) + 1} hops; at most 5 hops are supported "
-                             "(the planner and 2 workers per hop must stay within the exact-Shapley limit)")
+        team = 1 + self.max_hops * self.max_workers_per_hop
+        if team > EXACT_MAX_AGENTS:  # training credits every rollout exactly; refuse before any method trains
+            raise ValueError(f"hop_probs covers 2..{self.max_hops} hops, so a team can have 1 planner + "
+                             f"{self.max_hops} x {self.max_workers_per_hop} workers = {team} agents, above the "
+                             f"exact-Shapley limit of {EXACT_MAX_AGENTS}; use fewer hops or max_workers_per_hop: 1")
         for key in ("familiarity", "ambiguity"):
             ab = getattr(self, key)
             if len(ab) != 2 or min(ab) <= 0:
