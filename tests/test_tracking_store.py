@@ -7,7 +7,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
+from delegation_lab.cli import app
 from delegation_lab.config import TrackingParams
 from delegation_lab.errors import InputError
 from delegation_lab.runs import compare_runs
@@ -15,7 +17,7 @@ from delegation_lab.store import TrajectoryWriter, connect, run_query, trajector
 from delegation_lab.tables import Layout
 from delegation_lab.tracking import Tracker, project_root, resolve_uri
 
-from .conftest import BIN, run
+from .conftest import BIN, REPO, run
 
 
 @pytest.fixture
@@ -63,6 +65,19 @@ def test_parent_and_child_runs_with_series(tracker: Tracker, tmp_path: Path, mon
     assert dqn["n_seeds"] == 2 and dqn["eval/accuracy mean"] == pytest.approx(0.905)
     with pytest.raises(InputError, match="unknown metric"):
         compare_runs(tracker.uri, "coordinator", ["nope"])
+
+    # the same table through `dlab runs compare`, with the store found from a params file
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    cli = CliRunner()
+    base = ["runs", "compare", "--study", "coordinator", "--params", str(tmp_path / "params.yaml")]
+    result = cli.invoke(app, [*base, "--metric", "eval/accuracy", "--format", "csv", "--out", str(tmp_path / "t.csv")])
+    assert result.exit_code == 0, result.output
+    csv = pl.read_csv(tmp_path / "t.csv")
+    assert csv.filter(pl.col("method") == "dqn_map")["eval/accuracy mean"].item() == pytest.approx(0.905)
+    shown = cli.invoke(app, base)
+    assert shown.exit_code == 0 and "| always_a |" in shown.output and "eval/accuracy std" in shown.output
+    bad = cli.invoke(app, [*base, "--format", "xlsx"])
+    assert bad.exit_code == 1 and "--format 'xlsx'" in bad.output
 
 
 def test_failed_stage_marks_runs_failed(tracker: Tracker):

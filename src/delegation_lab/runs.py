@@ -40,7 +40,9 @@ def format_table(frame: pl.DataFrame, fmt: str) -> str:
         return frame.write_csv()
     if fmt == "json":
         return frame.write_json()
-    return markdown_table(frame.to_dicts(), frame.columns)
+    if fmt == "markdown":
+        return markdown_table(frame.to_dicts(), frame.columns)
+    raise InputError(f"--format {fmt!r}: use markdown, csv or json")
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
