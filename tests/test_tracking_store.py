@@ -154,6 +154,10 @@ def test_trajectory_writer_rejects_bad_columns(tmp_path: Path):
             w.add("m", 0, [bad])
         with pytest.raises(InputError, match="wrong type"):
             w.add("m", 0, [{**steps(1)[0], "reward": "high"}])
+        with pytest.raises(InputError, match="cost_usd is Boolean, the contract says Float64"):
+            w.add("m", 0, [{**steps(1)[0], "cost_usd": True}])
+        with pytest.raises(InputError, match="item_id is Int64, the contract says String"):
+            w.add("m", 0, [{**steps(1)[0], "item_id": 5}])
     with pytest.raises(InputError, match="cannot name a partition"):
         TrajectoryWriter(Layout(tmp_path), "a/b")
 

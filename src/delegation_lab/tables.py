@@ -110,6 +110,9 @@ def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise ValueError(f"{table}: missing column(s) {missing}; the contract needs {list(schema)}")
+    wrong = [f"{c} is {df.schema[c]}, the contract says {t}" for c, t in schema.items() if not _same_kind(df.schema[c], t)]
+    if wrong:
+        raise ValueError(f"{table}: a column has the wrong type: {'; '.join(wrong)}")
     try:
         head = [pl.col(c).cast(t, strict=True) for c, t in schema.items()]
     except Exception as e:  # pragma: no cover - cast builds lazily
@@ -119,6 +122,18 @@ def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.
         return df.select(head + [pl.col(c) for c in extra])
     except pl.exceptions.PolarsError as e:
         raise ValueError(f"{table}: a column has the wrong type: {e}") from e
+
+
+def _same_kind(src: pl.DataType, dst: pl.DataType) -> bool:
+    """Widening within a kind is a cast (int -> float, Int32 -> Int64); across kinds (a flag into a cost,
+    a number into an id) it is a producer's bug that a silent cast would hide. All-null columns pass."""
+    if src == pl.Null or src == dst:
+        return True
+    if dst.is_numeric():
+        return src.is_numeric()
+    if dst == pl.String:
+        return src in (pl.String, pl.Categorical) or isinstance(src, pl.Enum)
+    return src.base_type() == dst.base_type()
 
 
 def write_parquet_atomic(df: pl.DataFrame, path: Path) -> Path:
