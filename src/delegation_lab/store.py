@@ -181,7 +181,7 @@ def _empty_view(con: duckdb.DuckDBPyConnection, name: str, schema: dict[str, pl.
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false")
 
 
-def _quote(path: Path) -> str:
+def _quote(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
@@ -224,7 +224,8 @@ def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
 
 
 def run_query(layout: Layout, sql: str) -> pl.DataFrame:
-    """Run one read-only statement (SELECT / WITH / EXPLAIN) over the views; anything else is refused."""
+    """Run one read-only statement (SELECT / WITH / EXPLAIN) over the views; anything else is refused,
+    and the statement can read files only under the project's data/ and results/."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as e:
@@ -236,6 +237,11 @@ def run_query(layout: Layout, sql: str) -> pl.DataFrame:
         raise InputError(f"only read queries (SELECT, WITH ... SELECT, EXPLAIN) are allowed here, not {kind.name}")
     con = connect(layout)
     try:
+        # the views read data/ and results/; nothing else on the machine (read_text, read_csv of any path)
+        root = layout.root.resolve()
+        allowed = ", ".join(_quote(f"{root / folder}/") for folder in ("data", "results"))
+        con.execute(f"SET allowed_directories = [{allowed}]")
+        con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return con.sql(sql).pl()
     except duckdb.Error as e:
