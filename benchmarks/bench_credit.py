@@ -31,7 +31,9 @@ AGENTS = 10
 
 def team_rollouts_of(n: int, agents: int = AGENTS) -> TeamRollouts:
     """n rollouts of 5-hop questions whose planner delegated to exactly `agents - 1` workers."""
-    env = EnvParams(hop_probs=[0.0, 0.0, 0.0, 1.0])  # every question has 5 hops
+    # every question has 5 hops; model_copy skips the params check that refuses 5 hops x 2 workers
+    # (11 agents possible) for training: here the teams are built by hand with exactly `agents`
+    env = EnvParams().model_copy(update={"hop_probs": [0.0, 0.0, 0.0, 1.0]})
     tools = ToolTable.of(env)
     rng = np.random.default_rng(0)
     pool = make_pool(env, n, rng)
