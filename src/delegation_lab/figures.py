@@ -17,12 +17,15 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, out: Path, tight_layout: bool = False, **savefig: Any) -> Path:
-    """Write `fig` to `out` through a temporary file (never a half-written PNG), then close it."""
-    if tight_layout:
-        fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp" + out.suffix)
-    fig.savefig(tmp, **savefig)
-    pyplot().close(fig)
+    """Write `fig` to `out` through a temporary file (never a half-written PNG); the figure is closed
+    either way, so callers never close it themselves."""
+    try:
+        if tight_layout:
+            fig.tight_layout()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.stem + ".tmp" + out.suffix)
+        fig.savefig(tmp, **savefig)
+    finally:
+        pyplot().close(fig)
     tmp.replace(out)
     return out

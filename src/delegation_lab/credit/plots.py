@@ -42,9 +42,7 @@ def plot_methods(methods: pl.DataFrame, out: Path) -> Path:
     ax.set_ylabel("tokens per question")
     ax.set_title("Inference tokens")
     fig.tight_layout()
-    out = save_figure(fig, out, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, bbox_inches="tight")
 
 
 def plot_stability(curves: pl.DataFrame, n_seeds: int, out: Path, methods: list[str] | None = None) -> Path:
@@ -63,9 +61,7 @@ def plot_stability(curves: pl.DataFrame, n_seeds: int, out: Path, methods: list[
     ax.set_ylabel("held-out accuracy (%)")
     ax.set_title("Training stability: mean and 95 % interval over seeds (Figure 5)")
     ax.legend(fontsize=8)
-    out = save_figure(fig, out, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, bbox_inches="tight")
 
 
 def plot_p_sweep(sweep: pl.DataFrame, out: Path) -> Path:
@@ -90,6 +86,4 @@ def plot_p_sweep(sweep: pl.DataFrame, out: Path) -> Path:
     ax.legend(fontsize=8)
     fig.suptitle("Cost analysis (Figure 7)")
     fig.tight_layout()
-    out = save_figure(fig, out, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, bbox_inches="tight")

@@ -44,10 +44,7 @@ def plot_chain_density(worlds: list[WorldResult], out: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle("Chain translation: monopsony (N = 1) vs imperfect competition (N > 1)")
     fig.tight_layout()
-    try:
-        return save_figure(fig, out)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, out)
 
 
 def plot_chain_curves(worlds: list[WorldResult], out: Path, smooth: int = 10) -> Path:
@@ -70,10 +67,7 @@ def plot_chain_curves(worlds: list[WorldResult], out: Path, smooth: int = 10) ->
         ax.axis("off")
     fig.suptitle("Task success per round (mean over seeds)")
     fig.tight_layout()
-    try:
-        return save_figure(fig, out)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, out)
 
 
 def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]) -> Path:
@@ -97,10 +91,7 @@ def plot_chain_prices(worlds: list[WorldResult], out: Path, languages: list[str]
         ax.set_title(title, fontsize=10)
         fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
-    try:
-        return save_figure(fig, out)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, out)
 
 
 def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.DataFrame | None = None) -> Path:
@@ -125,7 +116,4 @@ def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.D
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    try:
-        return save_figure(fig, out)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, out)
