@@ -4,26 +4,13 @@ measured on the ability split only (never on the items a policy trains or is tes
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import polars as pl
-from scipy.stats import norm
 
 from delegation_lab.config import AbilityMapParams
+from delegation_lab.evaluation.statistics import wilson_interval
 from delegation_lab.tables import ABILITY_MAP_SCHEMA, conform
-
-
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # clamp: at p = 0 or 1 the bound equals p up to rounding, and must never exclude p
-    return max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p))
 
 
 def bucket_of(difficulty: np.ndarray | list[int], edges: list[int] | None) -> np.ndarray:

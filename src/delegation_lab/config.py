@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.credit.params import CreditParams
+from delegation_lab.evaluation.params import EvaluationParams
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
@@ -355,6 +356,8 @@ class Params(ParamsModel):
     """MLflow tracking."""
     frontier: FrontierParams = FrontierParams()
     """The shared cost-accuracy frontier (stage `frontier`)."""
+    evaluation: EvaluationParams = EvaluationParams()
+    """One evaluation protocol for every method: the shared verifier and the intervals (every study and the frontier)."""
     history_game: HistoryGameParams = HistoryGameParams()
     """History-dependent equilibria and virtual money transfer, History Matters §2.3-§3.3 (stage `history_game`)."""
     margent: MargentParams = MargentParams()

@@ -52,6 +52,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "dataset": pl.String,
     "solver_set": pl.String,  # comma-joined solver names the method could use
     "run_id": pl.String,  # MLflow run that produced the row (nullable)
+    "verifier": pl.String,  # the Verifier.name whose verdicts made the method's accept decisions
 }
 
 
@@ -150,7 +151,7 @@ def write_summaries(layout: Layout, study: str, rows: pl.DataFrame | list[dict[s
     """Replace results/summaries/<study>.parquet (validated against SUMMARY_SCHEMA)."""
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(rows, infer_schema_length=None)
     for column, dtype in SUMMARY_SCHEMA.items():
-        if column not in frame.columns and column in ("return", "run_id", "solver_set", "calls_per_item"):
+        if column not in frame.columns and column in ("return", "run_id", "solver_set", "calls_per_item", "verifier"):
             frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(column))
     if "study" in frame.columns and set(frame["study"].unique().to_list()) != {study}:
         raise InputError(f"summaries of {study}: rows name other studies {frame['study'].unique().to_list()}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from delegation_lab.ability import wilson_interval
+from delegation_lab.evaluation.statistics import wilson_interval
 
 
 def _one_step(collection: pl.DataFrame) -> pl.DataFrame:

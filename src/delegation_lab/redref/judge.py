@@ -11,7 +11,6 @@ contribution), and does it *satisfy the task* (the SUCCESS verdict that stops th
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from delegation_lab.data.items import Item
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.statistics import wilson_interval
 from delegation_lab.hashing import stable_hash
 from delegation_lab.redref.tasks import Zoo, parse_sections, section_score
 from delegation_lab.solvers.base import Generation, Request
@@ -177,15 +177,6 @@ class SimulatedJudgeBackend:
 # calibration
 
 
-def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 @dataclass(frozen=True)
 class JudgeCalibration:
     """FP / FN rates estimated on a labeled set, with Wilson 95 % intervals."""
@@ -222,7 +213,7 @@ def calibrate(truth: np.ndarray, verdict: np.ndarray, what: str = "judge") -> Ju
     cal = JudgeCalibration(
         n=int(truth.size), n_positive=pos, n_negative=neg,
         false_positive_rate=fp / neg if neg else 0.0, false_negative_rate=fn / pos if pos else 0.0,
-        fp_ci=wilson(fp, neg), fn_ci=wilson(fn, pos),
+        fp_ci=wilson_interval(fp, neg), fn_ci=wilson_interval(fn, pos),
     )
     if cal.delta <= 0:
         raise InputError(

@@ -1,0 +1,52 @@
+"""Item-level outcomes: one row per (study, method, operating point, seed, item) on a split — the
+accepted answer's gold correctness and the cost paid — from which the frontier computes paired
+bootstrap intervals. Studies write `results/outcomes/<study>.parquet` beside their summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from delegation_lab.errors import InputError
+from delegation_lab.tables import Layout, conform, write_parquet_atomic
+
+OUTCOME_SCHEMA: dict[str, pl.DataType] = {
+    "study": pl.String,
+    "method": pl.String,
+    "operating_point": pl.String,
+    "seed": pl.Int64,
+    "split": pl.String,
+    "dataset": pl.String,
+    "verifier": pl.String,
+    "item_id": pl.String,
+    "correct": pl.Float64,  # 0/1, or an expected value in [0, 1] (a random mixture)
+    "cost_usd": pl.Float64,
+}
+
+
+def outcomes_path(layout: Layout, study: str) -> Path:
+    return layout.root / "results" / "outcomes" / f"{study}.parquet"
+
+
+def write_outcomes(layout: Layout, study: str, rows: pl.DataFrame) -> Path:
+    """Replace results/outcomes/<study>.parquet (validated against OUTCOME_SCHEMA; one row per key)."""
+    frame = rows.with_columns(pl.col("correct").cast(pl.Float64)) if "correct" in rows.columns else rows
+    try:
+        frame = conform(frame, OUTCOME_SCHEMA, f"outcomes of {study}").select(list(OUTCOME_SCHEMA))
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if frame.height and set(frame["study"].unique().to_list()) != {study}:
+        raise InputError(f"outcomes of {study}: rows name other studies {frame['study'].unique().to_list()}")
+    keys = ["method", "operating_point", "seed", "split", "item_id"]
+    dup = frame.height - frame.select(keys).n_unique()
+    if dup:
+        raise InputError(f"outcomes of {study}: {dup} duplicate (method, operating_point, seed, split, item_id) rows")
+    return write_parquet_atomic(frame, outcomes_path(layout, study))
+
+
+def read_outcomes(folder: Path) -> pl.DataFrame:
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        return pl.DataFrame(schema=OUTCOME_SCHEMA)
+    return pl.concat([pl.read_parquet(f).select(list(OUTCOME_SCHEMA)) for f in files], how="vertical_relaxed")

@@ -1,0 +1,153 @@
+"""The one verifier: whether a method accepts an answer (stops, or stops escalating / retrying).
+
+Verdicts are common random numbers: the verdict on (solver, item, seed) is a pure function of those
+three and the verifier's seed, so two methods run with the same seed see the same judge noise and
+differ only by their decisions; asking the same solver about the same item again repeats the verdict
+(it is the same cached answer). Accuracy is never the verdict: it is always the gold label of the
+answer that was accepted.
+
+Kinds: `judge` accepts a right answer with probability 1 - fn and a wrong one with probability fp;
+`gold` accepts exactly the right answers (upper-bound runs only); `cached` replays a real judge's
+verdicts from the labels table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from delegation_lab.errors import ConfigError
+from delegation_lab.evaluation.params import VerifierParams
+
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@lru_cache(maxsize=1 << 20)
+def _key(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _keys(values: Sequence[str] | np.ndarray | str) -> np.ndarray:
+    if isinstance(values, str):
+        return np.array([_key(values)], dtype=np.uint64)
+    return np.fromiter((_key(str(v)) for v in values), dtype=np.uint64, count=len(values))
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser (wrapping uint64 arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def uniforms(solvers: Sequence[str] | np.ndarray | str, item_ids: Sequence[str] | np.ndarray | str,
+             seeds: int | np.ndarray, base_seed: int = 0) -> np.ndarray:
+    """U[0, 1) per (solver, item, seed), broadcast together; the same triple always gives the same number."""
+    s = _keys(solvers)
+    i = _keys(item_ids)
+    k = np.asarray(seeds, dtype=np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = _mix(_mix(_mix(k + np.uint64(base_seed) * np.uint64(0x9E3779B97F4A7C15)) ^ s) ^ i)
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """Accept / reject answers; `name` goes into every summary and frontier row it decided."""
+
+    kind: str
+    false_positive_rate: float = 0.0
+    false_negative_rate: float = 0.0
+    seed: int = 0
+    source: str = ""  # where the rates come from: `measured (<file>)`, `configured`, or the judge model
+    verdicts: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        if self.kind == "judge":
+            return f"judge(fp={self.false_positive_rate:.4f},fn={self.false_negative_rate:.4f})"
+        return self.kind if self.kind == "gold" else f"cached({self.source})"
+
+    def describe(self) -> dict:
+        """For metrics files: what decided acceptance, and where its rates come from."""
+        return {"name": self.name, "kind": self.kind, "false_positive_rate": self.false_positive_rate,
+                "false_negative_rate": self.false_negative_rate, "seed": self.seed, "source": self.source}
+
+    def accepts(self, solvers: Sequence[str] | np.ndarray | str, item_ids: Sequence[str] | np.ndarray | str,
+                correct: np.ndarray, seeds: int | np.ndarray) -> np.ndarray:
+        """Bool array (broadcast of the inputs): does the verifier accept each answer?"""
+        correct = np.asarray(correct, dtype=bool)
+        if self.kind == "gold":
+            return np.broadcast_to(correct, np.broadcast_shapes(correct.shape, np.shape(seeds))).copy()
+        if self.kind == "cached":
+            return self._cached(solvers, item_ids, correct, seeds)
+        u = uniforms(solvers, item_ids, seeds, self.seed)
+        return np.where(correct, u >= self.false_negative_rate, u < self.false_positive_rate)
+
+    def table(self, solvers: list[str], item_ids: Sequence[str], correct: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
+        """Verdicts [n_seeds, n_items, n_solvers] for a correctness matrix [n_items, n_solvers]:
+        what a vectorised environment looks up instead of drawing noise itself."""
+        correct = np.asarray(correct, dtype=bool)
+        out = np.empty((len(seeds), len(item_ids), len(solvers)), dtype=bool)
+        items = np.asarray(item_ids, dtype=object)
+        for j, solver in enumerate(solvers):
+            for k, seed in enumerate(seeds):
+                out[k, :, j] = self.accepts(solver, items, correct[:, j], int(seed))
+        return out
+
+    def _cached(self, solvers, item_ids, correct, seeds) -> np.ndarray:
+        s = np.broadcast_to(np.asarray(solvers, dtype=object), np.shape(correct))
+        i = np.broadcast_to(np.asarray(item_ids, dtype=object), np.shape(correct))
+        flat = []
+        for solver, item in zip(s.ravel(), i.ravel(), strict=True):
+            verdict = self.verdicts.get((str(solver), str(item)))
+            if verdict is None:
+                raise ValueError(f"evaluation.verifier.kind=cached: no judge verdict for solver {solver!r}, item {item!r} "
+                                 "(judge every answer: label.method judge, or use kind judge)")
+            flat.append(verdict)
+        out = np.array(flat, dtype=bool).reshape(np.shape(correct))
+        return np.broadcast_to(out, np.broadcast_shapes(out.shape, np.shape(seeds))).copy()
+
+
+def measured_rates(path: Path) -> tuple[float, float]:
+    """The pooled judge FP / FN rates the label stage measured (`agreement.all`)."""
+    where = "evaluation.verifier.rates_from"
+    try:
+        pooled = json.loads(path.read_text())["agreement"]["all"]
+        return float(pooled["judge_fp_rate"]), float(pooled["judge_fn_rate"])
+    except FileNotFoundError:
+        raise ConfigError("params.yaml", [f"{where}: {path} does not exist (run the label stage first, or set "
+                                          "evaluation.verifier.false_positive_rate and false_negative_rate)"]) from None
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
+        raise ConfigError("params.yaml", [f"{where}: {path} has no measured agreement.all.judge_fp_rate / judge_fn_rate ({e})"]) from None
+
+
+def build_verifier(params: VerifierParams, root: Path = Path("."), labels: pl.DataFrame | None = None) -> Verifier:
+    """The verifier `params` describe; measured rates are read from `root / params.rates_from`."""
+    if params.kind == "gold":
+        return Verifier("gold", seed=params.seed, source="gold labels")
+    if params.kind == "cached":
+        if labels is None:
+            labels = pl.read_parquet(root / "data" / "labels.parquet")
+        judged = labels.filter(pl.col("judge_verdict").is_not_null())
+        if judged.is_empty():
+            raise ConfigError("params.yaml", ["evaluation.verifier.kind: cached needs judge verdicts in data/labels.parquet (none found)"])
+        model = ",".join(sorted({str(m) for m in judged["judge_model"].drop_nulls().to_list()})) or "judge"
+        verdicts = {(s, i): bool(v) for s, i, v in judged.select("solver", "item_id", "judge_verdict").iter_rows()}
+        return Verifier("cached", seed=params.seed, source=model, verdicts=verdicts)
+    fp, fn = params.false_positive_rate, params.false_negative_rate
+    source = "configured"
+    if fp is None or fn is None:
+        m_fp, m_fn = measured_rates(root / params.rates_from)
+        source = f"measured ({params.rates_from})" if fp is None and fn is None else "configured + measured"
+        fp = m_fp if fp is None else fp
+        fn = m_fn if fn is None else fn
+    return Verifier("judge", fp, fn, params.seed, source)
