@@ -18,7 +18,13 @@ def read_summaries(folder: Path) -> pl.DataFrame:
     files = sorted(folder.glob("*.parquet"))
     if not files:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
-    return pl.concat([pl.read_parquet(f).select(list(SUMMARY_SCHEMA)) for f in files], how="vertical_relaxed")
+    frames = []
+    for f in files:
+        frame = pl.read_parquet(f)
+        if "verifier" not in frame.columns:  # written before rows recorded their verifier: kept apart as unrecorded
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("verifier"))
+        frames.append(frame.select(list(SUMMARY_SCHEMA)))
+    return pl.concat(frames, how="vertical_relaxed")
 
 
 def frontier(ctx: StageContext) -> None:
