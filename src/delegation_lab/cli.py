@@ -227,6 +227,36 @@ def dashboard(
     ))
 
 
+repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
+app.add_typer(repro_app, name="repro")
+
+
+@repro_app.command("check")
+def repro_check(
+    rev: Annotated[str, typer.Option(help="git revision holding the committed metrics")] = "HEAD",
+    root: Annotated[Path, typer.Option(help="project root")] = Path("."),
+    show: Annotated[str, typer.Option(help="rows to list: outside | all")] = "outside",
+) -> None:
+    """After `make repro`: is every headline of metrics/*.json inside the interval committed at REV?
+    Exit 1 when any is outside (or missing)."""
+    from delegation_lab.repro_check import check_tree
+    from delegation_lab.runs import markdown_table
+
+    if show not in ("outside", "all"):
+        fail(f"--show must be outside or all, not {show!r}", 2)
+    checks = check_tree(root, rev)
+    if not checks:
+        fail(f"no metric with an interval in {root / 'metrics'} at {rev}")
+    listed = [c for c in checks if show == "all" or not c.inside]
+    rows = [{"file": c.file, "metric": c.key, "committed": f"{c.committed:.6g}", "interval": f"[{c.low:.6g}, {c.high:.6g}]",
+             "rerun": "missing" if c.rerun is None else f"{c.rerun:.6g}", "inside": "yes" if c.inside else "NO"} for c in listed]
+    if rows:
+        typer.echo(markdown_table(rows, ["file", "metric", "committed", "interval", "rerun", "inside"]))
+    inside = sum(c.inside for c in checks)
+    typer.echo(f"{inside} of {len(checks)} headline metrics inside their committed {rev} interval")
+    raise typer.Exit(0 if inside == len(checks) else 1)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app(prog_name="dlab")
 
