@@ -434,11 +434,37 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
         raise ConfigError(source, explain(e)) from None
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: Any, first_line: int, second_line: int):
+        super().__init__(f"key {key!r} appears twice in one mapping: line {first_line} and line {second_line}")
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key repeated in one mapping (plain PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may override merged keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKeyError(key, seen[key], line)
+            except TypeError:  # an unhashable key: SafeLoader reports it below
+                continue
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
+    except DuplicateKeyError as e:
+        raise ConfigError(str(path), [str(e)]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
