@@ -92,6 +92,10 @@ class ReplayDatasetParams(ParamsModel):
     """RouterBench only: keep rows of this eval_name; null = all."""
 
 
+# pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
+ARITH_MAX_ITEMS = 1_000_000
+
+
 class DataParams(ParamsModel):
     dataset: Literal["arith", "gsm8k", "aqua_rat", "jsonl", "parquet", "replay"] = "arith"
     """Which loader builds the items; its section below configures it."""
@@ -113,6 +117,23 @@ class DataParams(ParamsModel):
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
     """A solver-answer cache standing as its own dataset (gold unknown, labels imported)."""
+    allow_missing_gold: bool = False
+    """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
+    judge or imported correctness); false = such a row fails naming the file and line. A table with
+    `fields.gold: null` has no gold by design and needs no permission."""
+
+    @model_validator(mode="after")
+    def _arith_can_make_them(self) -> DataParams:
+        # checked here, before the generator allocates anything; files are checked against their rows
+        sizes = {"ability_size": self.ability_size, "train_size": self.train_size, "test_size": self.test_size}
+        total = sum(n or 0 for n in sizes.values())
+        if self.dataset == "arith" and total > ARITH_MAX_ITEMS:
+            key = max(sizes, key=lambda k: sizes[k] or 0)
+            raise ValueError(
+                f"data.{key}={sizes[key]}: arith generates at most {ARITH_MAX_ITEMS:,} items in all "
+                f"(ability_size + train_size + test_size = {total:,})"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------
