@@ -175,7 +175,9 @@ def query_rows(layout: Layout, sql: str, timeout_s: float | None = 30.0, max_row
         if timer:
             timer.daemon = True
             timer.start()
-        reader = con.sql(sql).to_arrow_reader(1024)
+        relation = con.sql(sql)  # lazy: rows stream in batches, never all at once
+        stream = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch  # duckdb 2 / 1
+        reader = stream(1024)
         batches, rows, truncated = [], 0, False
         for batch in reader:
             batches.append(batch)
