@@ -132,27 +132,30 @@ def query(
     format: Annotated[str, typer.Option(help="table | csv | json")] = "table",
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
     limit: Annotated[int, typer.Option(help="rows to print in table format")] = 50,
+    timeout: Annotated[float, typer.Option(min=0, help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
+    max_rows: Annotated[int, typer.Option(min=0, help="keep at most this many result rows; 0 = no limit")] = 10_000,
 ) -> None:
     """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
-    DuckDB (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
+    DuckDB. Read-only: one SELECT (or EXPLAIN [ANALYZE] of one) is run, anything else is refused,
+    and the connection cannot open any file; lists and structs print as JSON in csv."""
     import polars as pl
 
-    from delegation_lab.store import run_query
+    from delegation_lab.sealed_query import query_rows, render
     from delegation_lab.tables import Layout
 
+    if format not in ("table", "csv", "json"):
+        fail(f"--format must be table, csv or json (got {format!r})", 2)
     try:
-        frame = run_query(Layout(root), sql)
+        result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=max_rows)
     except InputError as e:
         fail(f"error: {e}", 2)
-    if format == "csv":
-        typer.echo(frame.write_csv(), nl=False)
-    elif format == "json":
-        typer.echo(frame.write_json())
-    elif format == "table":
+    if format == "table":
         with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            typer.echo(frame)
+            typer.echo(result.frame)
     else:
-        fail(f"--format must be table, csv or json (got {format!r})", 2)
+        typer.echo(render(result.frame, format), nl=format == "json")
+    if result.truncated:
+        typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
 
 
 runs_app = typer.Typer(help="Compare MLflow runs.", no_args_is_help=True)

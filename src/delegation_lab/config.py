@@ -93,6 +93,10 @@ class ReplayDatasetParams(ParamsModel):
     """RouterBench only: keep rows of this eval_name; null = all."""
 
 
+# pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
+ARITH_MAX_ITEMS = 1_000_000
+
+
 class DataParams(ParamsModel):
     dataset: Literal["arith", "gsm8k", "aqua_rat", "jsonl", "parquet", "replay"] = "arith"
     """Which loader builds the items; its section below configures it."""
@@ -114,6 +118,23 @@ class DataParams(ParamsModel):
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
     """A solver-answer cache standing as its own dataset (gold unknown, labels imported)."""
+    allow_missing_gold: bool = False
+    """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
+    judge or imported correctness); false = such a row fails naming the file and line. A table with
+    `fields.gold: null` has no gold by design and needs no permission."""
+
+    @model_validator(mode="after")
+    def _arith_can_make_them(self) -> DataParams:
+        # checked here, before the generator allocates anything; files are checked against their rows
+        sizes = {"ability_size": self.ability_size, "train_size": self.train_size, "test_size": self.test_size}
+        total = sum(n or 0 for n in sizes.values())
+        if self.dataset == "arith" and total > ARITH_MAX_ITEMS:
+            key = max(sizes, key=lambda k: sizes[k] or 0)
+            raise ValueError(
+                f"data.{key}={sizes[key]}: arith generates at most {ARITH_MAX_ITEMS:,} items in all "
+                f"(ability_size + train_size + test_size = {total:,})"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,11 +454,37 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
         raise ConfigError(source, explain(e)) from None
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: Any, first_line: int, second_line: int):
+        super().__init__(f"key {key!r} appears twice in one mapping: line {first_line} and line {second_line}")
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key repeated in one mapping (plain PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may override merged keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKeyError(key, seen[key], line)
+            except TypeError:  # an unhashable key: SafeLoader reports it below
+                continue
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
+    except DuplicateKeyError as e:
+        raise ConfigError(str(path), [str(e)]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
