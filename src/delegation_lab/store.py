@@ -186,6 +186,7 @@ def _quote(path: Path | str) -> str:
 
 def view_layout(root: Path) -> dict[str, tuple[Path, str, dict[str, pl.DataType], bool]]:
     """Each view: (folder, glob of its Parquet files, schema of the empty view, hive-partitioned)."""
+    from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
     from delegation_lab.tables import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
 
     trajectory_schema = {"study": pl.String, "method": pl.String, "seed": pl.Int64, **TRAJECTORY_SCHEMA}
@@ -193,6 +194,7 @@ def view_layout(root: Path) -> dict[str, tuple[Path, str, dict[str, pl.DataType]
         "items": (root / "data" / "items", "*.parquet", ITEMS_SCHEMA, False),
         "answers": (root / "data" / "answers", "*.parquet", ANSWERS_SCHEMA, False),
         "summaries": (root / "results" / "summaries", "*.parquet", SUMMARY_SCHEMA, False),
+        "outcomes": (root / "results" / "outcomes", "*.parquet", OUTCOME_SCHEMA, False),  # item-level, held-out
         "credit": (root / "results" / "credit", "*.parquet", CREDIT_SCHEMA, False),  # `dlab credit` tables
         "trajectories": (root / "results" / "trajectories", "study=*/method=*/seed=*/*.parquet", trajectory_schema, True),
         "labels": (root / "data", "labels.parquet", LABELS_SCHEMA, False),
@@ -246,5 +248,10 @@ FRONTIER_SCHEMA: dict[str, pl.DataType] = {
     "n_seeds": pl.Int64,
     "solver_set": pl.String,
     "run_ids": pl.String,  # comma-joined MLflow runs behind the point
+    "accuracy_ci_low": pl.Float64,  # item-level bootstrap interval (null: the study wrote no outcomes)
+    "accuracy_ci_high": pl.Float64,
+    "cost_ci_low": pl.Float64,
+    "cost_ci_high": pl.Float64,
     "on_pareto": pl.Boolean,
+    "verifier": pl.String,  # the verifier behind the point's accept decisions; one Pareto set per (dataset, verifier)
 }
