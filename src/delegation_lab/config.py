@@ -19,7 +19,7 @@ from delegation_lab.evaluation.params import EvaluationParams
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
-from delegation_lab.params_model import ConfigError, ParamsModel, dotted
+from delegation_lab.params_model import ConfigError, DuplicateKeyError, ParamsModel, UniqueKeyLoader, dotted
 from delegation_lab.redref.params import RedrefParams
 
 # --------------------------------------------------------------------------------------------
@@ -452,30 +452,6 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
         return Params.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(source, explain(e)) from None
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    def __init__(self, key: Any, first_line: int, second_line: int):
-        super().__init__(f"key {key!r} appears twice in one mapping: line {first_line} and line {second_line}")
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key repeated in one mapping (plain PyYAML keeps the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may override merged keys
-                continue
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                if key in seen:
-                    raise DuplicateKeyError(key, seen[key], line)
-            except TypeError:  # an unhashable key: SafeLoader reports it below
-                continue
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml(path: Path) -> Any:
