@@ -39,7 +39,9 @@ class FakeServer:
     """Speaks just enough of POST /v1/chat/completions; `mode` picks the fault to inject."""
 
     def __init__(self) -> None:
-        self.mode = "ok"  # ok | no_usage | status | hang | malformed | no_choices | echo_auth_400
+        # ok | no_usage | status | hang | malformed | no_choices | echo_auth_400 | echo_auth_400_padded
+        # | echo_auth_text | echo_auth_mixed
+        self.mode = "ok"
         self.status = 500
         self.fail_first = 0  # with mode "status": fail this many calls, then answer normally
         self.retry_after: str | None = None
@@ -53,6 +55,7 @@ class FakeServer:
         self.hold_calls: set[int] = {1}
         self.done_calls: list[int] = []  # calls whose reply was fully sent, in order
         self.prompts: list[str] = []  # the last message of every call
+        self.echo_padding = 117  # with mode echo_auth_400_padded
         self.calls = 0
         self.call_times: list[float] = []
         self.in_flight = 0
@@ -116,6 +119,8 @@ class FakeServer:
             def _reply(self, payload: dict, call: int) -> None:
                 assert self.path == "/v1/chat/completions", self.path
                 mode = server.mode
+                if mode == "echo_auth_mixed":  # odd calls echo the key in a padded 400, even ones in the answer
+                    mode = "echo_auth_400_padded" if call % 2 else "echo_auth_text"
                 if server.sleep_s:
                     time.sleep(server.sleep_s)
                 if mode == "hang":
@@ -134,8 +139,8 @@ class FakeServer:
                 if mode == "echo_auth_400":
                     body = json.dumps({"error": f"bad request from {self.headers.get('Authorization')}"})
                     return self._send(400, body.encode())
-                if mode == "echo_auth_400_padded":  # the key lands across the 200-character cut
-                    padding = "x" * 160
+                if mode == "echo_auth_400_padded":  # a 200-character cut keeps all but the last 2 key characters
+                    padding = "x" * server.echo_padding
                     body = json.dumps({"error": {"message": f"{padding} invalid {self.headers.get('Authorization')}"}})
                     return self._send(400, body.encode())
                 text = f"Counting carefully.\n#### {expected_answer(payload['messages'])}"

@@ -10,8 +10,8 @@ A run killed at any moment loses at most what was answered in the last JOURNAL_F
 failed) to the backend.
 
 One `fill` at a time per cache: it holds `<journal>.lock` (an OS file lock, released when the
-process dies), so a second process waits, then finds the first one's answers cached, instead of
-paying for the same items again.
+process dies; see file_lock.py), so a second process waits, then finds the first one's answers
+cached, instead of paying for the same items again.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
-from filelock import FileLock, Timeout
 from tqdm import tqdm
 
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Answer, Request, Solver
+from delegation_lab.solvers.file_lock import LockHeld, exclusive_lock
 from delegation_lab.tables import ANSWERS_SCHEMA, conform, write_parquet_atomic
 
 KEY = ["solver", "item_id", "request_hash"]
@@ -144,25 +144,16 @@ class AnswerCache:
     def locked(self, wait_s: float | None = None) -> Iterator[None]:
         """Hold the cache's file lock; wait for another holder up to `wait_s` (None: as long as it
         takes), saying so once on stderr; CacheLocked naming the lock file when the wait runs out."""
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(self.lock_path)
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            if wait_s is not None and wait_s <= 0:
-                raise CacheLocked(f"{self.lock_path} is held: another process is filling this answer cache") from None
+        def say_waiting() -> None:
             print(f"waiting for {self.lock_path}: another process is filling this answer cache", file=sys.stderr,
                   flush=True)
-            try:
-                lock.acquire(timeout=-1 if wait_s is None else wait_s)
-            except Timeout:
-                raise CacheLocked(
-                    f"{self.lock_path} still held after {wait_s:g} s: another process is filling this answer cache"
-                ) from None
+
         try:
-            yield
-        finally:
-            lock.release()
+            with exclusive_lock(self.lock_path, wait_s, on_wait=say_waiting):
+                yield
+        except LockHeld:
+            waited = "is held" if not wait_s else f"still held after {wait_s:g} s"
+            raise CacheLocked(f"{self.lock_path} {waited}: another process is filling this answer cache") from None
 
     def fill(
         self,
