@@ -51,7 +51,7 @@ class FakeServer:
         self.reply_extra: dict = {}  # merged into a normal completion (e.g. {"usage": "n/a"})
         self.content = None  # when set, the message content instead of the text (e.g. a list of parts)
         self.trickle_s = 0.0  # send the body one byte per trickle_s (bounded: the body is finite)
-        self.hold: threading.Event | None = None  # the calls in hold_calls wait for it (at most 30 s)
+        self.hold: threading.Event | None = None  # the calls in hold_calls wait for it (at most 180 s)
         self.hold_calls: set[int] = {1}
         self.done_calls: list[int] = []  # calls whose reply was fully sent, in order
         self.prompts: list[str] = []  # the last message of every call
@@ -126,7 +126,7 @@ class FakeServer:
                 if mode == "hang":
                     time.sleep(2.0)
                 if server.hold is not None and call in server.hold_calls:
-                    server.hold.wait(timeout=30)
+                    server.hold.wait(timeout=180)
                 if server.raw is not None and (server.raw_calls is None or call in server.raw_calls):
                     return self._send(*server.raw)
                 if mode == "status" and call <= server.fail_first:

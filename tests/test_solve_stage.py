@@ -1,12 +1,14 @@
 """The `solve` stage against a local OpenAI-compatible fake: a run with no answer exits non-zero
 with the error counts (`min_success_share` sets the bar for partial runs), and two processes
-filling one solver's cache at once pay for each item once (the cache's file lock)."""
+filling one solver's cache at once pay for each item once (the cache's file lock), and a run killed
+while one request hangs keeps every answer that completed."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -114,18 +116,20 @@ def test_two_processes_filling_one_cache_pay_for_each_item_once(server, tmp_path
 
     procs = [start("first")]
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # generous: stage start-up is slow on a loaded machine
         while server.calls == 0 and time.monotonic() < deadline:  # the first process holds the lock now
             time.sleep(0.05)
         assert server.calls >= 1
+        procs.append(start("second"))
         impatient = subprocess.run([*solve, "--lock-wait", "0"], cwd=project, env=env_with_venv(),
                                    capture_output=True, text=True, timeout=120)
         assert impatient.returncode == 1
         assert "data/.journal/A.lock is held: another process is filling this answer cache" in impatient.stderr
-        procs.append(start("second"))
+        deadline = time.monotonic() + 120
         while "waiting for" not in logs["second"][1].read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "waiting for data/.journal/A.lock" in logs["second"][1].read_text()
+        assert procs[0].poll() is None and server.calls <= 6  # first still held; nothing sent twice
     finally:
         server.hold.set()
         for proc in procs:
@@ -136,3 +140,26 @@ def test_two_processes_filling_one_cache_pay_for_each_item_once(server, tmp_path
     second = json.loads((project / "metrics" / "solve_runs" / "A.json").read_text())
     assert (second["backend_calls"], second["cached"], second["answered"]) == (0, 6, 6)
 
+
+
+def test_a_run_killed_while_one_request_hangs_keeps_every_completed_answer(server, tmp_path):
+    server.hold = threading.Event()  # call 1 hangs until released; the other five answer at once
+    project = write_project(tmp_path / "p", server.url, per_split=2)
+    journal = project / "data" / ".journal" / "A"
+    proc = subprocess.Popen([str(BIN / "python"), str(REPO / "stages" / "solve.py"), "--solver", "A"], cwd=project,
+                            env=env_with_venv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        rows = 0
+        while rows < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            parts = sorted(journal.glob("part-*.parquet"))
+            rows = sum(pl.read_parquet(p).height for p in parts)
+        assert rows == 5 and proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    server.hold.set()
+    assert stage_in(project, "solve", ["--solver", "A"]) == 0
+    stats = json.loads((project / "metrics" / "solve_runs" / "A.json").read_text())
+    assert (stats["cached"], stats["backend_calls"], stats["answered"]) == (5, 1, 6)  # only the hung item again
