@@ -201,7 +201,11 @@ class OpenAICompatParams(ParamsModel):
     backoff_s: float = Field(0.5, gt=0)
     """First retry delay; doubles each retry (with jitter)."""
     timeout_s: float = Field(60.0, gt=0)
-    """Timeout of each phase of a request (connect, write, wait for the first byte, read), as httpx applies it."""
+    """Wall-clock deadline of one attempt, connect + send + wait + read together, whatever the server sends
+    (a reply trickled byte by byte is cut at it too); each retry gets a fresh deadline."""
+    secret_envs: list[str] = []
+    """More environment variables whose values are secrets (an organisation id, a proxy token): masked like the
+    API key in every stored or printed text."""
 
 
 class VllmParams(ParamsModel):
@@ -256,7 +260,12 @@ class SolverParams(ParamsModel):
     decoding: Decoding = Decoding()
     """Generation settings (part of the request hash)."""
     batch_size: int = Field(256, ge=1)
-    """Items per backend call and per cache checkpoint."""
+    """Items per backend call and per cache checkpoint (remote endpoints stream: their answers are checkpointed as
+    they complete, and a slow item does not hold up the next batch)."""
+    min_success_share: float = Field(0.0, ge=0, le=1)
+    """Share of this solver's items that must have a successful (non-error) answer for `solve` to exit 0; below it
+    the stage exits 1 with the error counts, keeping every row cached (`--retry-errors` resumes). A run in which
+    no item succeeded always fails; 0 accepts any other partial run, 1 accepts none."""
     simulated: SimulatedParams | None = None
     """Simulated profile (backend: simulated)."""
     openai_compat: OpenAICompatParams | None = None
