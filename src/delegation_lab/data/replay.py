@@ -48,11 +48,19 @@ def _difficulty(value: Any, path: Path, column: str, source_id: str) -> int:
 
 
 def gsm8k_by_question(path: str | Path) -> dict[str, Item]:
-    """Every GSM8K item (train and test) by normalised question."""
-    from delegation_lab.data.sources import load_gsm8k
+    """Every GSM8K item of the folder's train.jsonl and test.jsonl (either may be absent) by normalised question."""
+    from delegation_lab.data.sources import gsm8k_item, read_jsonl
 
-    pool, test = load_gsm8k(Gsm8kParams(path=str(path)))
-    return {normalise_question(i.question): i for i in [*pool, *test]}
+    root = Path(path)
+    files = [(name, root / f"{name}.jsonl") for name in ("train", "test") if (root / f"{name}.jsonl").exists()]
+    if not files:
+        raise ReplayDataError(f"data.replay.gsm8k_path: {root} holds neither train.jsonl nor test.jsonl")
+    out: dict[str, Item] = {}
+    for name, file in files:
+        for i, row in enumerate(read_jsonl(file)):
+            item = gsm8k_item(row, name, i, file, i + 1)
+            out.setdefault(normalise_question(item.question), item)
+    return out
 
 
 def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
