@@ -8,6 +8,7 @@ import polars as pl
 from delegation_lab.frontier import build_frontier
 from delegation_lab.frontier_plot import plot_frontier
 from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.stage_skip import skip_reason
 from delegation_lab.store import SUMMARY_SCHEMA, frontier_path
 from delegation_lab.tables import read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
 
@@ -19,6 +20,15 @@ def read_summaries(folder: Path) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(f).select(list(SUMMARY_SCHEMA)) for f in files], how="vertical_relaxed")
 
 
+def studies_run(folder: Path, ctx: StageContext) -> dict[str, dict]:
+    """Which studies put points on the frontier, and why the others did not (their metrics say `skipped`)."""
+    out = {}
+    for f in sorted(folder.glob("*.parquet")):
+        reason = skip_reason(ctx.layout.metrics(f.stem))
+        out[f.stem] = {"skipped": reason} if reason else {"ran": True, "summary_rows": pl.read_parquet(f).height}
+    return out
+
+
 def frontier(ctx: StageContext) -> None:
     """Build the frontier on the held-out split."""
     params = ctx.params.frontier
@@ -26,7 +36,8 @@ def frontier(ctx: StageContext) -> None:
     summaries = read_summaries(ctx.layout.root / "results" / "summaries")
     table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset)
     write_parquet_atomic(table, frontier_path(ctx.layout))
-    metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(), **metrics}
+    metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
+               "studies": studies_run(ctx.layout.root / "results" / "summaries", ctx), **metrics}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
     main = table.filter(pl.col("dataset") == ctx.params.data.dataset)  # other tasks' points stay in the table only
