@@ -345,3 +345,26 @@ def test_a_replay_solver_needs_an_explicit_price(tmp_path, project_params):
 @pytest.fixture
 def project_params() -> dict:
     return yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+
+
+def test_the_coordinator_reads_a_domain_keyed_ability_map(tmp_path):
+    from delegation_lab.coordinator.data import load_coordinator_data
+    from delegation_lab.tables import SPLITS, read_items, read_labeled_answers, write_parquet_atomic
+
+    from .fake_cache import write_fake_cache
+
+    layout = write_fake_cache(tmp_path, with_map=False)
+    for split in SPLITS:  # two subjects, whatever the difficulty: the map's buckets must follow them
+        items = read_items(layout, (split,))
+        subject = pl.when(pl.col("item_id").str.slice(-1).cast(pl.Int64) % 2 == 0).then(pl.lit("law")).otherwise(pl.lit("math"))
+        write_parquet_atomic(items.with_columns(subject.alias("domain")), layout.items(split))
+    params = AbilityMapParams(bucket_by="domain")
+    ability = read_labeled_answers(layout).filter(pl.col("split") == "ability")
+    table = build_ability_map(ability, params, ["law", "math"])
+    write_parquet_atomic(table, layout.ability_map)
+    data = load_coordinator_data(layout, ["A", "B", "C"], True, [1, 3], bucket_by="domain")
+    domains = dict(read_items(layout).select("item_id", "domain").iter_rows())
+    rate_of = {(r["solver"], r["bucket_label"]): r["success_rate"] for r in table.iter_rows(named=True)}
+    for k, item_id in enumerate(data.test.item_ids[:50]):
+        for j, solver in enumerate(["A", "B", "C"]):
+            assert data.test.map_rate[k, j] == pytest.approx(rate_of[(solver, domains[item_id])])

@@ -47,21 +47,25 @@ def domain_codes(domains: list[str]) -> dict[str, int]:
     return {d: i for i, d in enumerate(sorted(set(domains)), start=1)}
 
 
-def bucket_keys(frame: pl.DataFrame, params: AbilityMapParams) -> tuple[np.ndarray, dict[int, str]]:
-    """Bucket of every row (item difficulty or domain, as `params.bucket_by` says) and each bucket's label."""
+def bucket_keys(frame: pl.DataFrame, params: AbilityMapParams,
+                domains: list[str] | None = None) -> tuple[np.ndarray, dict[int, str]]:
+    """Bucket of every row (item difficulty or domain, as `params.bucket_by` says) and each bucket's
+    label; domain buckets are numbered over `domains` (every item's, so all splits agree), else the rows'."""
     if params.bucket_by == "domain":
-        codes = domain_codes(frame["domain"].cast(pl.String).fill_null("").to_list())
-        keys = np.asarray([codes[d] for d in frame["domain"].cast(pl.String).fill_null("").to_list()], dtype=np.int64)
+        mine = frame["domain"].cast(pl.String).fill_null("").to_list()
+        codes = domain_codes([*(domains or []), *mine])
+        keys = np.asarray([codes[d] for d in mine], dtype=np.int64)
         return keys, {c: d for d, c in codes.items()}
     keys = bucket_of(frame["difficulty"].to_numpy(), params.bucket_edges)
     return keys, {int(b): bucket_label(int(b), params.bucket_edges) for b in set(keys.tolist())}
 
 
-def build_ability_map(labeled: pl.DataFrame, params: AbilityMapParams) -> pl.DataFrame:
-    """`labeled`: ability-split rows with solver, difficulty, domain, correct, cost_usd."""
+def build_ability_map(labeled: pl.DataFrame, params: AbilityMapParams, domains: list[str] | None = None) -> pl.DataFrame:
+    """`labeled`: ability-split rows with solver, difficulty, domain, correct, cost_usd; `domains`:
+    every item's domain, so domain buckets keep their numbers on every split."""
     if labeled.is_empty():
         raise ValueError("the ability split has no labeled answers; check data.ability_size and the label stage")
-    keys, labels = bucket_keys(labeled, params)
+    keys, labels = bucket_keys(labeled, params, domains)
     df = labeled.with_columns(pl.Series("bucket", keys, dtype=pl.Int64))
     grouped = (
         df.group_by(["solver", "bucket"])
