@@ -256,6 +256,17 @@ def test_long_table_in_every_file_format(tmp_path, suffix):
     assert df["cost_usd"].to_list() == [0.001, 0.01, 0.001, 0.01] and df["tokens_in"].is_null().all()
     ans = solver(path, "long_table", "big", fields=FIELDS).solve([item("capital of france?")])
     assert ans[0].answer_text == "Paris" and ans[0].cost_usd == 0.01
+    if suffix == ".csv":  # dlab import maps the columns and prints entries that carry the mapping
+        out = CliRunner().invoke(app, ["import", str(path), "--format", "long_table", "--items-dir", str(tmp_path / "no"),
+                                       "--field", "question=prompt", "--field", "model=llm", "--field", "correct=is_correct",
+                                       "--field", "response=out", "--field", "id=qid", "--field", "domain=subject",
+                                       "--field", "cost_usd=usd"])
+        assert out.exit_code == 0, out.output
+        assert "big: 2 rows, 2 distinct questions, 0 duplicate(s) (first kept), imported accuracy 100.0%" in out.output
+        entries = yaml.safe_load(out.output[out.output.index("\nsolvers:") + 1:])["solvers"]
+        assert entries["big"]["replay"]["fields"] == FIELDS.model_dump(include=FIELDS.model_fields_set)
+        bad = CliRunner().invoke(app, ["import", str(path), "--format", "long_table", "--field", "prompt"])
+        assert bad.exit_code == 2 and "KEY=COLUMN" in bad.output
 
 
 def test_long_table_scores_defaults_and_errors(tmp_path):

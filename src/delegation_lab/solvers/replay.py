@@ -924,6 +924,8 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
               "with the model's real price and where it comes from: `dlab params check` refuses a TODO, "
               "and a 0 price needs `free: true`):", "solvers:"]
     taken: set[str] = set()
+    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and format == "long_table" else {}
+    mapping = f", fields: {json.dumps(chosen)}" if chosen else ""
     for model in cache.models:
         name = solver_name_for(model, taken)
         s = stats[model]
@@ -938,6 +940,6 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
             f"    model: {json.dumps(model)}",
             f"    price: {{input_usd_per_mtok: {PRICE_TODO}, output_usd_per_mtok: {PRICE_TODO}, source: {PRICE_TODO}}}"
             f"  # {price_note}; source: the price list and its date",
-            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}}}",
+            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}{mapping}}}",
         ]
     return "\n".join(lines)
