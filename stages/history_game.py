@@ -58,6 +58,8 @@ def history_game(ctx: StageContext) -> None:
     frames = {c: trajectory_frames(r.result, params.trajectory_every) for c, r in runs.items()}
 
     metrics = {
+        # its own environment: the game specs and the help game, whatever data.dataset is
+        "dataset": "own (game specs and the alternating help game; data.dataset not used)",
         "equilibria": {name: equilibria_metrics(sol) for name, sol in solutions.items()},
         "money": {**{c: r.metrics for c, r in runs.items()}, "paper": PAPER_MONEY},
         "timing": {"solve_s": round(t_solve, 3), "iql_s": round(t_iql, 3)},

@@ -8,6 +8,8 @@ import json
 from delegation_lab.errors import InputError
 from delegation_lab.margent import report, study
 from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.stage_skip import skip_reason, write_skipped
+from delegation_lab.store import SUMMARY_SCHEMA
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
 
@@ -18,6 +20,18 @@ def evaluate(ctx: StageContext) -> None:
     """Write metrics/margent.json, plots/margent/, the margent trajectories and summaries."""
     margent = ctx.params.margent
     root = ctx.layout.root
+    reason = skip_reason(root / OUT / "collect.json")
+    if reason:  # margent_collect skipped: no trees to evaluate, no summary rows for the frontier
+        write_skipped(
+            ctx.layout, "margent", reason, extra_metrics={"dataset": ctx.params.data.dataset},
+            tables={"results/summaries/margent.parquet": SUMMARY_SCHEMA}, dirs=["results/trajectories/study=margent"],
+            figures=["plots/margent/margent.png"],
+            csvs={"plots/margent/operating_points.csv": ["method", "calls", "accuracy"],
+                  "plots/margent/rho_seeds.csv": ["rho", "seed", "calls", "accuracy"],
+                  "plots/margent/table1.csv": ["depth", "accuracy"], "plots/margent/table2.csv": ["agent", "net_value"],
+                  "plots/margent/rescue_by_difficulty.csv": ["difficulty", "probability"]},
+        )
+        return
     collection = read_table(root / OUT / "collection.parquet", "MARGENT collection")
     trees = read_table(root / OUT / "trees.parquet", "MARGENT evaluation trees")
     meta = json.loads((root / OUT / "collect.json").read_text())

@@ -110,17 +110,36 @@ def calibrate(
 
 @app.command("import")
 def import_cache(
-    path: Annotated[Path, typer.Argument(help="cache file to inspect")],
-    format: Annotated[str, typer.Option(help="routellm_csv | routerbench_pickle | llmrouterbench_json | parquet")] = "routellm_csv",
+    path: Annotated[str, typer.Argument(help="cache to inspect: a file, a folder, or a glob (quote it)")],
+    format: Annotated[str, typer.Option(
+        help="routellm_csv | routerbench_pickle | llmrouterbench_json | routerarena_jsonl | long_table | parquet"
+    )] = "routellm_csv",
     items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Path("data/items"),
+    field: Annotated[list[str] | None, typer.Option(
+        help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
+    )] = None,
 ) -> None:
-    """Inspect another benchmark's answer cache: its models, how many rows match our items by
-    question text (unmatched counted, with examples), each model's imported accuracy, and the
-    params.yaml `solvers` entries that replay it (then `dvc repro` imports it through solve@<name>)."""
+    """Inspect another benchmark's answer cache: its files and domains, its models, how many rows
+    match our items by question text (unmatched counted, with examples), each model's imported
+    accuracy over distinct questions, and the params.yaml `solvers` entries that replay it, with a
+    TODO where each price belongs (then `dvc repro` imports it through solve@<name>)."""
+    from pydantic import ValidationError
+
+    from delegation_lab.config import LongTableFields
     from delegation_lab.solvers.replay import import_report
 
+    mapping = {}
+    for pair in field or []:
+        key, sep, column = pair.partition("=")
+        if not sep:
+            fail(f"--field {pair!r}: expected KEY=COLUMN (keys: {', '.join(LongTableFields.model_fields)})", 2)
+        mapping[key] = column or None
     try:
-        report = import_report(path, format, items_dir)
+        fields = LongTableFields.model_validate(mapping)
+    except ValidationError as e:
+        fail(f"--field: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']} (keys: {', '.join(LongTableFields.model_fields)})", 2)
+    try:
+        report = import_report(path, format, items_dir, fields)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report)

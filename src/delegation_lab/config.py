@@ -82,13 +82,49 @@ class TableParams(ParamsModel):
     """Domain label written on every item."""
 
 
+ReplayFormat = Literal[
+    "routellm_csv", "routerbench_pickle", "llmrouterbench_json", "routerarena_jsonl", "long_table", "parquet"
+]
+"""Layouts a replay cache can have (src/delegation_lab/solvers/replay.py describes each)."""
+
+
+class LongTableFields(ParamsModel):
+    """Column names of a `long_table` cache (one row per question x model); a column named here
+    explicitly must exist, a default one is used only when the file has it."""
+
+    question: str = "question"
+    """Column holding the question text (the key items are matched by)."""
+    model: str = "model"
+    """Column naming the model that answered."""
+    correct: str | None = "correct"
+    """Column holding True/False correctness (or a 0/1 score); null = use `score`."""
+    score: str | None = "score"
+    """Column holding a numeric score (correct when >= 0.5), used where `correct` is absent or empty."""
+    response: str | None = "response"
+    """Column holding the answer text; absent = a correctness-only cache (empty answers)."""
+    tokens_in: str | None = "tokens_in"
+    """Column holding prompt tokens; absent = estimated from the text."""
+    tokens_out: str | None = "tokens_out"
+    """Column holding completion tokens; absent = estimated from the text."""
+    cost_usd: str | None = "cost_usd"
+    """Column holding the answer's cost in US$; absent = priced from tokens with the solver's price."""
+    id: str | None = "id"
+    """Column holding a stable question id; absent = the row number."""
+    domain: str | None = "domain"
+    """Column holding the question's domain (subject, benchmark); absent = the file stem."""
+
+
 class ReplayDatasetParams(ParamsModel):
     path: str = ""
-    """The cache file: RouteLLM CSV, RouterBench pickle, LLMRouterBench JSON, or our Parquet."""
-    format: Literal["routellm_csv", "routerbench_pickle", "llmrouterbench_json", "parquet"] = "routellm_csv"
-    """Layout of the cache file."""
+    """The cache: a file, a folder (every file of the format inside, recursively) or a glob such as `mmlu/*.csv`."""
+    format: ReplayFormat = "routellm_csv"
+    """Layout of the cache files."""
+    fields: LongTableFields = LongTableFields()
+    """Column names of a `long_table` cache (ignored by the other formats)."""
     difficulty_column: str | None = None
-    """Cache column used as integer difficulty; null = one bucket for every item."""
+    """Cache column used as integer difficulty; null = GSM8K's difficulty where items match it, else buckets by domain."""
+    gsm8k_path: str | None = None
+    """GSM8K folder (train.jsonl, test.jsonl): replayed questions found there take its difficulty and gold; null = not used."""
     eval_name: str | None = None
     """RouterBench only: keep rows of this eval_name; null = all."""
 
@@ -141,11 +177,35 @@ class DataParams(ParamsModel):
 # solvers
 
 
+PRICE_TODO = "TODO"
+"""The placeholder `dlab import` prints where a price belongs; params check refuses it."""
+
+
 class Price(ParamsModel):
     input_usd_per_mtok: float = Field(ge=0)
     """US dollars per one million input (prompt) tokens."""
     output_usd_per_mtok: float = Field(ge=0)
     """US dollars per one million output (completion) tokens."""
+    source: str | None = None
+    """Where the price comes from (free text, e.g. a provider's price page and its date); recorded on replayed answers."""
+    free: bool = False
+    """The model really costs nothing: required for a replay solver whose prices are both 0."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_placeholder(cls, data: Any) -> Any:
+        if data == PRICE_TODO or (isinstance(data, dict) and PRICE_TODO in (
+            data.get("input_usd_per_mtok"), data.get("output_usd_per_mtok"), data.get("source")
+        )):
+            raise ValueError(
+                "the price is still the TODO placeholder of `dlab import`: set input_usd_per_mtok and "
+                "output_usd_per_mtok (US$ per 1M tokens) and `source` (where they come from)"
+            )
+        return data
+
+    @property
+    def is_zero(self) -> bool:
+        return self.input_usd_per_mtok == 0 and self.output_usd_per_mtok == 0
 
 
 class Decoding(ParamsModel):
@@ -241,11 +301,13 @@ class LlamaCppParams(ParamsModel):
 
 class ReplayParams(ParamsModel):
     path: str
-    """Cache file to replay (same formats as data.replay)."""
-    format: Literal["routellm_csv", "routerbench_pickle", "llmrouterbench_json", "parquet"] = "routellm_csv"
-    """Layout of the cache file."""
+    """Cache to replay: a file, a folder or a glob (same formats as data.replay)."""
+    format: ReplayFormat = "routellm_csv"
+    """Layout of the cache files."""
+    fields: LongTableFields = LongTableFields()
+    """Column names of a `long_table` cache (ignored by the other formats)."""
     source_model: str
-    """The model's name inside the cache (column prefix or model field)."""
+    """The model's name inside the cache (column prefix, model field, or model folder / file stem)."""
 
 
 class SolverParams(ParamsModel):
@@ -293,6 +355,12 @@ class SolverParams(ParamsModel):
     def _check_section(self) -> SolverParams:
         if getattr(self, self.backend) is None:
             raise ValueError(f"backend is {self.backend!r} but its section `{self.backend}:` is missing")
+        if self.backend == "replay" and self.price.is_zero and not self.price.free:
+            # a forgotten placeholder must not make a model free (RouterArena priced unregistered models at $0)
+            raise ValueError(
+                "price: a replay solver priced at 0 needs `price.free: true`; otherwise set the model's real "
+                "US$ per 1M tokens and `price.source`"
+            )
         return self
 
     def backend_params(self) -> ParamsModel:
@@ -327,6 +395,9 @@ class LabelParams(ParamsModel):
 
 
 class AbilityMapParams(ParamsModel):
+    bucket_by: Literal["difficulty", "domain"] = "difficulty"
+    """Key of the map's buckets: the item's difficulty, or its domain (MMLU-style subjects; buckets
+    numbered by domain name in sorted order, `bucket_edges` ignored)."""
     bucket_edges: list[int] | None = None
     """Lower edges of difficulty buckets (e.g. [1, 3, 5] -> 1-2, 3-4, 5+); null = one bucket per difficulty."""
     confidence: float = Field(0.95, gt=0, lt=1)
