@@ -19,7 +19,7 @@ from delegation_lab.evaluation.params import EvaluationParams
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
-from delegation_lab.params_model import ConfigError, ParamsModel, dotted
+from delegation_lab.params_model import ConfigError, DuplicateKeyError, ParamsModel, UniqueKeyLoader, dotted
 from delegation_lab.redref.params import RedrefParams
 
 # --------------------------------------------------------------------------------------------
@@ -93,6 +93,10 @@ class ReplayDatasetParams(ParamsModel):
     """RouterBench only: keep rows of this eval_name; null = all."""
 
 
+# pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
+ARITH_MAX_ITEMS = 1_000_000
+
+
 class DataParams(ParamsModel):
     dataset: Literal["arith", "gsm8k", "aqua_rat", "jsonl", "parquet", "replay"] = "arith"
     """Which loader builds the items; its section below configures it."""
@@ -114,6 +118,23 @@ class DataParams(ParamsModel):
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
     """A solver-answer cache standing as its own dataset (gold unknown, labels imported)."""
+    allow_missing_gold: bool = False
+    """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
+    judge or imported correctness); false = such a row fails naming the file and line. A table with
+    `fields.gold: null` has no gold by design and needs no permission."""
+
+    @model_validator(mode="after")
+    def _arith_can_make_them(self) -> DataParams:
+        # checked here, before the generator allocates anything; files are checked against their rows
+        sizes = {"ability_size": self.ability_size, "train_size": self.train_size, "test_size": self.test_size}
+        total = sum(n or 0 for n in sizes.values())
+        if self.dataset == "arith" and total > ARITH_MAX_ITEMS:
+            key = max(sizes, key=lambda k: sizes[k] or 0)
+            raise ValueError(
+                f"data.{key}={sizes[key]}: arith generates at most {ARITH_MAX_ITEMS:,} items in all "
+                f"(ability_size + train_size + test_size = {total:,})"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,14 +339,10 @@ class TrackingParams(ParamsModel):
 
 
 class CascadeNoise(ParamsModel):
-    false_positive_rate: float = Field(0.02, ge=0, le=1)
-    """Probability the cascade's judge calls a wrong answer correct (it then stops too early)."""
-    false_negative_rate: float = Field(0.03, ge=0, le=1)
-    """Probability the cascade's judge calls a right answer wrong (it then escalates needlessly)."""
     seeds: int = Field(5, ge=1)
-    """Judge-noise draws per cascade (mean and spread reported)."""
-    seed: int = 0
-    """Base seed of the judge-noise draws."""
+    """Verifier seeds per cascade (0 .. seeds-1, the same common random numbers every study's seed k
+    sees); each is a point, their spread and the bootstrap over seeds x items give the interval.
+    The verifier itself is `evaluation.verifier`."""
 
 
 class FrontierParams(ParamsModel):
@@ -334,7 +351,7 @@ class FrontierParams(ParamsModel):
     mixture_points: int = Field(9, ge=0)
     """Random-mixture operating points between each pair of solvers (p = 1/(k+1) ... k/(k+1))."""
     cascade: CascadeNoise = CascadeNoise()
-    """Cheap-to-expensive cascades that escalate when a noisy judge calls an answer wrong."""
+    """Cheap-to-expensive cascades that escalate when the shared verifier rejects an answer."""
     cpt_levels: list[float] = [0.5, 0.8]
     """PGR levels for RouteLLM's call-performance thresholds CPT(x)."""
 
@@ -439,9 +456,11 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
 
 def read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
+    except DuplicateKeyError as e:
+        raise ConfigError(str(path), [str(e)]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
