@@ -185,6 +185,6 @@ def test_money_metrics_use_the_sample_std_and_a_t_interval_over_seeds():
     m = money_metrics(result, 10, confidence=0.95)
     late = result.returns[:, -10:].mean(axis=(1, 2))
     assert late.std() > 0 and m["train_late_return_std"] == pytest.approx(late.std(ddof=1))  # ddof 1, as every study
-    lo, hi = m["train_late_return_ci"]
+    lo, hi = m["train_late_return_mean_ci"]
     half = scipy_stats.t.ppf(0.975, 2) * late.std(ddof=1) / np.sqrt(3)
     assert (lo, hi) == pytest.approx((late.mean() - half, late.mean() + half))

@@ -33,7 +33,7 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
     for key in ("success_redref", "success_random", "tokens_ratio", "calls_ratio", "time_ratio"):
         assert key in rq1 and key in rq1["paper"]
     for key in ("tokens_ratio", "calls_ratio", "time_ratio"):
-        assert rq1[f"{key}_ci"]["low"] <= rq1[key] <= rq1[f"{key}_ci"]["high"]
+        assert rq1[f"{key}_ci"][0] <= rq1[key] <= rq1[f"{key}_ci"][1]
     assert 0 <= rq1["success_redref"] <= 100 and rq1["bad_uses_random"] > 0
     assert set(metrics["rq2"]["paper"]) <= set(metrics["rq2"]) and metrics["rq2"]["belief_start"] == 0.5
     assert metrics["rq3"]["contributions_impaired"] == 0.0 and metrics["rq3"]["contributions_normal"] > 0
@@ -62,7 +62,7 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
     assert joined.height == summaries.height and (joined["n"] == joined["n_items"]).all()
     assert ((joined["acc"] - joined["accuracy"]).abs() < 1e-9).all() and ((joined["cost"] - joined["cost_per_item_usd"]).abs() < 1e-12).all()
     point = metrics["cached"]["redref"]["B=inf"]
-    assert point["accuracy_ci"]["low"] <= point["accuracy"] <= point["accuracy_ci"]["high"]
+    assert point["accuracy_ci"][0] <= point["accuracy"] <= point["accuracy_ci"][1]
 
     root = project / "results" / "trajectories" / "study=redref"
     methods = {p.name.removeprefix("method=") for p in root.iterdir()}

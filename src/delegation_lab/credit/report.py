@@ -68,6 +68,7 @@ def stability(curve: np.ndarray) -> dict[str, float]:
     steps = np.diff(pct, axis=1)
     final = seed_interval(pct[:, -1])
     return {
+        "final_accuracy": final["mean"],
         "final_accuracy_std": final["std"],
         "final_accuracy_ci": [final["low"], final["high"]],
         "max_drawdown": float(drawdown.mean()),

@@ -110,7 +110,7 @@ def help_games(params: HistoryGameParams) -> dict[str, HelpGame]:
 
 def money_metrics(result: IQLResult, late_window: int, confidence: float = 0.95) -> dict[str, Any]:
     """Greedy-policy returns after training (the paper's reported outcome), their spread over
-    seeds (sample std, ddof 1) with a t interval of the mean over seeds (`*_ci`), and the
+    seeds (sample std, ddof 1) with a t interval of the mean over seeds (`*_mean_ci`), and the
     late-training (epsilon-greedy) returns."""
     per_seed = result.eval_returns.mean(axis=1)  # mean over the two agents
     late = result.returns[:, -late_window:].mean(axis=(1, 2))
@@ -118,14 +118,14 @@ def money_metrics(result: IQLResult, late_window: int, confidence: float = 0.95)
     out = {
         "return_mean": greedy["mean"],
         "return_std": greedy["std"],
-        "return_ci": [greedy["low"], greedy["high"]],
+        "return_mean_ci": [greedy["low"], greedy["high"]],
         "return_A_mean": float(result.eval_returns[:, 0].mean()),
         "return_B_mean": float(result.eval_returns[:, 1].mean()),
         "helps_mean": float(result.eval_helps.mean()),
         "helps_min": float(result.eval_helps.min()),
         "train_late_return_mean": training["mean"],
         "train_late_return_std": training["std"],
-        "train_late_return_ci": [training["low"], training["high"]],
+        "train_late_return_mean_ci": [training["low"], training["high"]],
         "seeds": len(result.seeds),
     }
     if result.game.money:

@@ -91,8 +91,9 @@ def _r(x: float, n: int = 4) -> float:
     return round(float(x), n)
 
 
-def _ci(d: dict[str, float], n: int = 4) -> dict[str, float]:
-    return {"low": _r(d["low"], n), "high": _r(d["high"], n)}
+def _ci(d: dict[str, float], n: int = 4) -> list[float]:
+    """[low, high], the form every study's `<name>_ci` takes (read by `dlab repro check`)."""
+    return [_r(d["low"], n), _r(d["high"], n)]
 
 
 def per_seed(x: np.ndarray) -> np.ndarray:
@@ -223,7 +224,7 @@ def run_rq3(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
             metrics[f"{key}_{phase}"], metrics[f"{key}_{phase}_ci"] = _r(m["value"], 4), _ci(m)
     decline = stats.ratio_ci(per_seed(belief[:, impaired]), per_seed(belief[:, normal]), res, rng)
     metrics["belief_decline_pct"] = _r(100 * (decline["value"] - 1), 2)
-    metrics["belief_decline_pct_ci"] = {"low": _r(100 * (decline["low"] - 1), 2), "high": _r(100 * (decline["high"] - 1), 2)}
+    metrics["belief_decline_pct_ci"] = [_r(100 * (decline["low"] - 1), 2), _r(100 * (decline["high"] - 1), 2)]
     metrics["control_belief_late"] = _r(per_seed(control.belief_start[:, impaired, agent]).mean())
     metrics["control_quality_late"] = _r(per_seed(control.quality[:, impaired]).mean())
     metrics["paper"] = dict(PAPER_RQ3)
@@ -252,7 +253,7 @@ def run_judge_noise(params: RedrefParams, rng: np.random.Generator) -> tuple[dic
     slopes = [loglog_slope(sweep.deltas, sweep.regret[:, idx].mean(axis=1))
               for idx in rng.integers(0, p.seeds, size=(min(res, 500), p.seeds))]
     metrics["loglog_slope"] = _r(loglog_slope(sweep.deltas, mean), 3)
-    metrics["loglog_slope_ci"] = {"low": _r(np.percentile(slopes, 2.5), 3), "high": _r(np.percentile(slopes, 97.5), 3)}
+    metrics["loglog_slope_ci"] = [_r(np.percentile(slopes, 2.5), 3), _r(np.percentile(slopes, 97.5), 3)]
     metrics["all_below_bound"] = bool((mean <= bound).all())
     metrics["identity_max_abs_error"] = float(np.abs(sweep.observed_regret - sweep.deltas[:, None] * sweep.regret).max())
     metrics["paper"] = {"loglog_slope": 1.0}
@@ -499,8 +500,8 @@ def cached_summary(outcomes: dict[str, CachedOutcome], inputs: CachedInputs, par
             lo, hi = boot.interval(item_correct[at])
             c_lo, c_hi = boot.interval(item_cost[at])
             block[op] = {"budget_usd": None if np.isinf(budget) else _r(budget, 8), "accuracy": _r(acc[:, j].mean()),
-                         "accuracy_ci": {"low": _r(lo), "high": _r(hi)}, "cost_per_item_usd": _r(cost[:, j].mean(), 8),
-                         "cost_per_item_usd_ci": {"low": _r(c_lo, 8), "high": _r(c_hi, 8)},
+                         "accuracy_ci": [_r(lo), _r(hi)], "cost_per_item_usd": _r(cost[:, j].mean(), 8),
+                         "cost_per_item_usd_ci": [_r(c_lo, 8), _r(c_hi, 8)],
                          "calls_per_item": _r(calls[:, j].mean()), "judged_success_pct": _r(100 * judged[:, j].mean(), 2)}
         metrics[method] = block
     outcome_frame = pl.concat(parts) if parts else pl.DataFrame(schema={k: OUTCOME_SCHEMA[k] for k in

@@ -17,11 +17,11 @@ from delegation_lab.tables import write_csv_atomic
 def rq1_frame(metrics: dict[str, Any]) -> pl.DataFrame:
     rows = []
     for key in ("tokens_ratio", "calls_ratio", "time_ratio"):
-        rows.append({"variant": "redref", "metric": key, "value": metrics[key], "low": metrics[f"{key}_ci"]["low"],
-                     "high": metrics[f"{key}_ci"]["high"], "paper": metrics["paper"][key]})
+        rows.append({"variant": "redref", "metric": key, "value": metrics[key], "low": metrics[f"{key}_ci"][0],
+                     "high": metrics[f"{key}_ci"][1], "paper": metrics["paper"][key]})
         for name, block in metrics.get("ablation", {}).items():
-            rows.append({"variant": f"redref_{name}", "metric": key, "value": block[key], "low": block[f"{key}_ci"]["low"],
-                         "high": block[f"{key}_ci"]["high"], "paper": None})
+            rows.append({"variant": f"redref_{name}", "metric": key, "value": block[key], "low": block[f"{key}_ci"][0],
+                         "high": block[f"{key}_ci"][1], "paper": None})
     return pl.DataFrame(rows, schema_overrides={"paper": pl.Float64})
 
 
