@@ -250,10 +250,10 @@ def run_judge_noise(params: RedrefParams, rng: np.random.Generator) -> tuple[dic
             "regret_times_delta": _r(m["value"] * d, 2),
             "scaled_from_best_judge": _r(mean[i1] * sweep.deltas[i1] / d, 2),
         }
-    slopes = [loglog_slope(sweep.deltas, sweep.regret[:, idx].mean(axis=1))
-              for idx in rng.integers(0, p.seeds, size=(min(res, 500), p.seeds))]
+    lo, hi = stats.unit_bootstrap(  # seeds resampled; each resample's slope of its mean regret per delta
+        lambda r: np.array([loglog_slope(sweep.deltas, m) for m in r.mean(axis=1)]), [sweep.regret.T], min(res, 500), rng)
     metrics["loglog_slope"] = _r(loglog_slope(sweep.deltas, mean), 3)
-    metrics["loglog_slope_ci"] = [_r(np.percentile(slopes, 2.5), 3), _r(np.percentile(slopes, 97.5), 3)]
+    metrics["loglog_slope_ci"] = [_r(lo, 3), _r(hi, 3)]
     metrics["all_below_bound"] = bool((mean <= bound).all())
     metrics["identity_max_abs_error"] = float(np.abs(sweep.observed_regret - sweep.deltas[:, None] * sweep.regret).max())
     metrics["paper"] = {"loglog_slope": 1.0}

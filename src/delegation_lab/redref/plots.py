@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from delegation_lab.evaluation.statistics import DDOF
 from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.redref.bandit import SweepResult
 from delegation_lab.redref.engine import SequenceOutcome
@@ -77,7 +78,7 @@ def judge_noise_frame(sweep: SweepResult) -> pl.DataFrame:
     i1 = int(np.argmax(sweep.deltas))
     return pl.DataFrame({
         "delta": sweep.deltas, "inv_delta": 1.0 / sweep.deltas, "regret": mean,
-        "regret_sd": sweep.regret.std(axis=1), "bound": sweep.bound(),
+        "regret_sd": sweep.regret.std(axis=1, ddof=DDOF), "bound": sweep.bound(),
         "scaled_from_best_judge": mean[i1] * sweep.deltas[i1] / sweep.deltas,
     })
 
