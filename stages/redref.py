@@ -82,13 +82,13 @@ def redref(ctx: StageContext) -> None:
           f"success {rq1['success_redref']:.2f} % vs {rq1['success_random']:.2f} % (random)")
 
     cached_out, summary_rows, points = {}, [], []
-    outcomes = pl.DataFrame(schema=OUTCOME_SCHEMA)
+    cached_outcomes = pl.DataFrame(schema=OUTCOME_SCHEMA)
     if cached_inputs is not None:
         emb = embedder.encode(cached_inputs.questions)
         phases.done("embed the cached items")
         cached_out = ex.run_cached(cached_inputs, similarity(emb, emb), params, verifier)
-        summary_rows, cached_metrics, outcomes = ex.cached_summary(cached_out, cached_inputs, params, ctx.params.evaluation.intervals)
-        outcomes = outcomes.with_columns(study=pl.lit(STUDY), dataset=pl.lit(ctx.params.data.dataset), verifier=pl.lit(verifier.name))
+        summary_rows, cached_metrics, cached_outcomes = ex.cached_summary(cached_out, cached_inputs, params, ctx.params.evaluation.intervals)
+        cached_outcomes = cached_outcomes.with_columns(study=pl.lit(STUDY), dataset=pl.lit(ctx.params.data.dataset), verifier=pl.lit(verifier.name))
         points = ex.operating_points(params, cached_inputs)
         metrics["cached"] = {
             "solvers": cached_inputs.arms.solvers, "n_test_items": cached_inputs.n_test, "warm_start": cached_inputs.n_warm,
@@ -158,7 +158,7 @@ def redref(ctx: StageContext) -> None:
             ])
         else:  # redref.cached.enabled is false: no frontier points, but the declared outputs exist
             write_summaries(layout, STUDY, pl.DataFrame(schema=SUMMARY_SCHEMA))
-        write_outcomes(layout, STUDY, outcomes)
+        write_outcomes(layout, STUDY, cached_outcomes)
 
         phases.done("MLflow runs and summaries")
 

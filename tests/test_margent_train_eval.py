@@ -190,6 +190,9 @@ def test_rho_sweep_and_metrics(sim_study):
     for agent in SUBAGENTS:
         nv = m["marginal"][agent]
         assert nv["net_value_ci"][0] <= nv["net_value"] <= nv["net_value_ci"][1]
+    table2 = report.table2_frame(m)  # the plot table stays flat enough for CSV
+    assert "net_value_ci" not in table2.columns and (table2["net_value_low"] <= table2["net_value"]).all()
+    assert table2.write_csv().count("\n") == len(SUBAGENTS) + 1
     # outcomes: one row per summary row and test item, consistent with the row's means
     rows = pl.DataFrame(report.summary_rows(ev.methods, "arith", "A,B", {}, "judge(x)"))
     out = report.outcome_rows(ev.methods, ev.test.item_ids, "arith", "judge(x)")

@@ -129,7 +129,12 @@ def table1_frame(metrics: dict) -> pl.DataFrame:
 
 
 def table2_frame(metrics: dict) -> pl.DataFrame:
-    return pl.DataFrame([{"agent": a, **{k: v for k, v in d.items()}} for a, d in metrics["marginal"].items()])
+    """One row per sub-agent; the net value's interval as net_value_low / net_value_high (CSV cells are flat)."""
+    rows = []
+    for a, d in metrics["marginal"].items():
+        lo, hi = d.get("net_value_ci") or (None, None)
+        rows.append({"agent": a, **{k: v for k, v in d.items() if k != "net_value_ci"}, "net_value_low": lo, "net_value_high": hi})
+    return pl.DataFrame(rows)
 
 
 def plot_overview(metrics: dict, out: Path) -> Path:

@@ -4,10 +4,11 @@ The frozen solvers (A, B, C by default) become bidding agents. A task is a bench
 consumer posts it, the solvers bid for the right to answer it, and the winner pays its own cached
 solve cost (`cost_usd` of its answer) and holds the answer. With the verifier step on, the shared
 verifier (`evaluation.verifier`: the same verdict on (solver, item, seed) as in every other method)
-then checks the answer: accepted, the task ends; rejected, the state (the item plus who already failed on it) goes back to the market and the
-holder resells it to another solver, up to `max_solves` solves. A solver never bids on an item it
-already answered (its cached answer would not change). The final answer earns the terminal reward
-when it is correct (the gold labels, never the verdict), paid by the consumer to the agent that produced it.
+then checks the answer: accepted, the task ends; rejected, the state (the item plus who already
+failed on it) goes back to the market and the holder resells it to another solver, up to
+`max_solves` solves. A solver never bids on an item it already answered (its cached answer would
+not change). The final answer earns the terminal reward when it is correct (the gold labels, never
+the verdict), paid by the consumer to the agent that produced it.
 
 No solver is ever called: correctness and cost come from `tables.read_labeled_answers`. Bidders
 learn on the train split; the test split is then auctioned once with learning and exploration off.
