@@ -85,7 +85,7 @@ def test_repro_writes_every_output(repro):
     assert summaries.filter(pl.col("method") == "margent").height == 6 * 2  # ρ x seeds
     assert (summaries["cost_per_item_usd"] > 0).all() and summaries["run_id"].is_not_null().all()
     assert (summaries["solver_set"] == "C").all() and (summaries["dataset"] == "arith").all()
-    assert summaries["verifier"].unique().to_list() == [metrics["verifier"]["name"]]
+    assert summaries["verifier"].unique().to_list() == [m["verifier"]["name"]]
     outcomes = pl.read_parquet(project / "results" / "outcomes" / "margent.parquet")
     keys = ["method", "operating_point", "seed"]
     assert outcomes.select(keys).unique().sort(keys).equals(summaries.select(keys).sort(keys)) and outcomes.height == 120 * summaries.height
