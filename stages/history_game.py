@@ -43,6 +43,7 @@ def history_game(ctx: StageContext) -> None:
     results_dir = root / "results" / STUDY
 
     runs: dict[str, MoneyRun] = {}
+    confidence = ctx.params.evaluation.intervals.confidence
     t0 = time.perf_counter()
     for condition, game in envs.items():
         bar = None
@@ -53,7 +54,7 @@ def history_game(ctx: StageContext) -> None:
         result = train_iql(game, params.iql, progress=(lambda e, b=bar: b.update(1)) if bar else None)
         if bar:
             bar.close()
-        runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window), curve_frame(result))
+        runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window, confidence), curve_frame(result))
     t_iql = time.perf_counter() - t0
     frames = {c: trajectory_frames(r.result, params.trajectory_every) for c, r in runs.items()}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason, write_skipped
@@ -38,8 +40,11 @@ def evaluate(ctx: StageContext) -> None:
     net, grid, _ = study.load_managers(root / OUT / "managers.pt")
     if meta["pool"] != list(margent.subagents):
         raise InputError(f"{OUT}/collect.json: collected with pool {meta['pool']}, params say {margent.subagents}; rerun margent_collect")
-    got = study.evaluate_all(collection, trees, net, grid, margent)
-    metrics = {**got.metrics, "dataset": meta["dataset"], "team": meta["team"]}
+    # no MARGENT method consults a verifier; its rows carry the shared one's name (see report.summary_rows)
+    verifier = build_verifier(ctx.params.evaluation.verifier, root)
+    got = study.evaluate_all(collection, trees, net, grid, margent, ctx.params.evaluation.intervals)
+    metrics = {**got.metrics, "dataset": meta["dataset"], "team": meta["team"],
+               "verifier": verifier.describe() | {"used_for_acceptance": False}}
 
     run_ids: dict[tuple[str, str, int], str] = {}
     with ctx.tracker.stage_run("margent", "margent_eval", {"eval": margent.eval}) as run:
@@ -58,7 +63,8 @@ def evaluate(ctx: StageContext) -> None:
                 name = method.name if method.name != "margent" else f"margent-{method.operating_point.replace('=', '')}"
                 for k, seed in enumerate(method.seeds):
                     writer.add(name, seed, report.walk_rows(got.test, method, k))
-        write_summaries(ctx.layout, "margent", report.summary_rows(got.methods, meta["dataset"], meta["solver_set"], run_ids))
+        write_summaries(ctx.layout, "margent", report.summary_rows(got.methods, meta["dataset"], meta["solver_set"], run_ids, verifier.name))
+        write_outcomes(ctx.layout, "margent", report.outcome_rows(got.methods, got.test.item_ids, meta["dataset"], verifier.name))
         write_json_atomic(metrics, ctx.layout.metrics("margent"))
         plots = ctx.layout.plots("margent")
         write_csv_atomic(report.operating_points(metrics), plots / "operating_points.csv")

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.statistics import DDOF, seed_interval
 from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.games.equilibria import Solution, solve
 from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
@@ -107,20 +108,24 @@ def help_games(params: HistoryGameParams) -> dict[str, HelpGame]:
     return {c: HelpGame.from_params(params.game, money) for c, money in CONDITIONS.items()}
 
 
-def money_metrics(result: IQLResult, late_window: int) -> dict[str, Any]:
+def money_metrics(result: IQLResult, late_window: int, confidence: float = 0.95) -> dict[str, Any]:
     """Greedy-policy returns after training (the paper's reported outcome), their spread over
-    seeds, and the late-training (epsilon-greedy) returns."""
+    seeds (sample std, ddof 1) with a t interval of the mean over seeds (`*_mean_ci`), and the
+    late-training (epsilon-greedy) returns."""
     per_seed = result.eval_returns.mean(axis=1)  # mean over the two agents
     late = result.returns[:, -late_window:].mean(axis=(1, 2))
+    greedy, training = seed_interval(per_seed, confidence), seed_interval(late, confidence)
     out = {
-        "return_mean": float(per_seed.mean()),
-        "return_std": float(per_seed.std()),
+        "return_mean": greedy["mean"],
+        "return_std": greedy["std"],
+        "return_mean_ci": [greedy["low"], greedy["high"]],
         "return_A_mean": float(result.eval_returns[:, 0].mean()),
         "return_B_mean": float(result.eval_returns[:, 1].mean()),
         "helps_mean": float(result.eval_helps.mean()),
         "helps_min": float(result.eval_helps.min()),
-        "train_late_return_mean": float(late.mean()),
-        "train_late_return_std": float(late.std()),
+        "train_late_return_mean": training["mean"],
+        "train_late_return_std": training["std"],
+        "train_late_return_mean_ci": [training["low"], training["high"]],
         "seeds": len(result.seeds),
     }
     if result.game.money:
@@ -134,7 +139,7 @@ def curve_frame(result: IQLResult) -> pl.DataFrame:
     return pl.DataFrame({
         "episode": np.arange(1, agent_mean.shape[1] + 1),
         "return": agent_mean.mean(axis=0),
-        "return_std": agent_mean.std(axis=0),
+        "return_std": agent_mean.std(axis=0, ddof=DDOF) if agent_mean.shape[0] > 1 else np.zeros(agent_mean.shape[1]),
         "return_A": result.returns[:, :, 0].mean(axis=0),
         "return_B": result.returns[:, :, 1].mean(axis=0),
         "helps": result.helps.mean(axis=(0, 2)),
