@@ -113,14 +113,18 @@ def import_cache(
     path: Annotated[Path, typer.Argument(help="cache file to inspect")],
     format: Annotated[str, typer.Option(help="routellm_csv | routerbench_pickle | llmrouterbench_json | parquet")] = "routellm_csv",
     items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Path("data/items"),
+    trust_pickle: Annotated[bool, typer.Option(help="allow unpickling a routerbench_pickle: unpickling runs arbitrary code")] = False,
 ) -> None:
     """Inspect another benchmark's answer cache: its models, how many rows match our items by
     question text (unmatched counted, with examples), each model's imported accuracy, and the
-    params.yaml `solvers` entries that replay it (then `dvc repro` imports it through solve@<name>)."""
-    from delegation_lab.solvers.replay import import_report
+    params.yaml `solvers` entries that replay it (then `dvc repro` imports it through solve@<name>).
+    A RouterBench pickle is loaded only with --trust-pickle: unpickling runs arbitrary code."""
+    from delegation_lab.solvers.replay import PICKLE_WARNING, import_report
 
+    if format == "routerbench_pickle" or path.suffix.lower() in (".pkl", ".pickle"):
+        typer.echo(f"WARNING: {path}: {PICKLE_WARNING}", err=True)
     try:
-        report = import_report(path, format, items_dir)
+        report = import_report(path, format, items_dir, trust_pickle)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report)

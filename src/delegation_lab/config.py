@@ -90,6 +90,9 @@ class ReplayDatasetParams(ParamsModel):
     """Cache column used as integer difficulty; null = one bucket for every item."""
     eval_name: str | None = None
     """RouterBench only: keep rows of this eval_name; null = all."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
 
 
 class DataParams(ParamsModel):
@@ -220,6 +223,9 @@ class ReplayParams(ParamsModel):
     """Layout of the cache file."""
     source_model: str
     """The model's name inside the cache (column prefix or model field)."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
 
 
 class SolverParams(ParamsModel):

@@ -10,8 +10,8 @@ Supported layouts (`format`):
 - `routellm_csv`: columns `prompt`, then per model `<model>` (correct: True/False) and
   `<model>_response` (RouteLLM's `gsm8k_responses.csv`).
 - `routerbench_pickle`: a pandas DataFrame pickle with `sample_id`, `prompt`, `eval_name` and per
-  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Only open
-  pickles you trust: unpickling runs code.
+  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Unpickling
+  runs code: refused unless trusted (`trust_pickle: true`, `dlab import --trust-pickle`).
 - `llmrouterbench_json`: a JSON list, JSON lines, or an object holding a list of records with
   `index`, `origin_query`, `prediction`, `ground_truth`, `score`, `prompt_tokens`,
   `completion_tokens`, `cost` and `model` / `model_name` (else the file stem names the model).
@@ -483,11 +483,22 @@ def _stat_key(path: Path, fmt: str) -> tuple[str, str, int, int]:
     return (str(path.resolve()), fmt, st.st_mtime_ns, st.st_size)
 
 
-def load_cache(path: str | Path, fmt: str) -> ReplayCache:
-    """The normalised cache of a file, read once per process (again when the file changes)."""
+PICKLE_WARNING = (
+    "unpickling runs arbitrary code: a RouterBench .pkl can do anything your user can (delete files, "
+    "read keys, open connections). Load only a pickle you trust, e.g. one you downloaded yourself from "
+    "RouterBench's own release and checked against its published hash."
+)
+
+
+def load_cache(path: str | Path, fmt: str, trust_pickle: bool = False) -> ReplayCache:
+    """The normalised cache of a file, read once per process (again when the file changes). A
+    pickle is refused unless `trust_pickle` (checked before the file is touched)."""
     path = Path(path)
     if fmt not in READERS:
         raise ReplayError(f"{path}: unknown replay format {fmt!r}; use one of {list(FORMATS)}")
+    if fmt == "routerbench_pickle" and not trust_pickle:
+        raise ReplayError(f"{path}: not loaded: {PICKLE_WARNING} If you trust this file, pass --trust-pickle "
+                          "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
     key = _stat_key(path, fmt)
     cached = _LOADED.get(key)
     if cached is not None:
@@ -510,9 +521,9 @@ def load_cache(path: str | Path, fmt: str) -> ReplayCache:
     return cache
 
 
-def read_cache(path: str | Path, fmt: str) -> pl.DataFrame:
+def read_cache(path: str | Path, fmt: str, trust_pickle: bool = False) -> pl.DataFrame:
     """The normalised frame of a cache file (`CACHE_COLUMNS`, extra columns, and `key`)."""
-    return load_cache(path, fmt).frame
+    return load_cache(path, fmt, trust_pickle).frame
 
 
 # ----------------------------------------------------------------------------------- backend
@@ -529,7 +540,7 @@ class ReplayBackend:
         self.path = Path(params.path)
 
     def cache(self) -> ReplayCache:
-        return load_cache(self.path, self.params.format)
+        return load_cache(self.path, self.params.format, self.params.trust_pickle)
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -604,10 +615,10 @@ def _short(text: str, n: int = 90) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=n, placeholder=" …")
 
 
-def import_report(path: Path, format: str, items_dir: Path) -> str:
+def import_report(path: Path, format: str, items_dir: Path, trust_pickle: bool = False) -> str:
     """What `dlab import` prints: models, match against our items, and a params.yaml snippet."""
     path = Path(path)
-    cache = load_cache(path, format)
+    cache = load_cache(path, format, trust_pickle)
     frame = cache.frame
     lines = [
         f"replay cache: {path}",
@@ -696,6 +707,7 @@ def import_report(path: Path, format: str, items_dir: Path) -> str:
             "    backend: replay",
             f"    model: {json.dumps(model)}",
             f"    price: {{input_usd_per_mtok: 0.0, output_usd_per_mtok: 0.0}}  # {price_note}",
-            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}}}",
+            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}"
+            + (", trust_pickle: true}  # only for a pickle you trust" if format == "routerbench_pickle" else "}"),
         ]
     return "\n".join(lines)
