@@ -34,6 +34,9 @@ Subgames are the game tree's histories, i.e. states reachable under some joint a
 (`Game.reachable`). If a reachable subgame has no pure equilibrium, the sets are empty.
 Work is bounded by `max_combinations`: a game that needs more fails fast with `GameTooLarge`
 naming the step, state and estimated count instead of running for hours.
+Memory is bounded by `max_memory`: `solve` refuses a game whose estimate (`games.limits`: mostly
+one profile node per history of the game tree) exceeds it before any work, and the room left under
+it caps the continuation combinations the enumeration may keep.
 """
 
 from __future__ import annotations
@@ -56,7 +59,6 @@ from delegation_lab.games.limits import (
 from delegation_lab.games.spec import Game, Value
 
 DEFAULT_MAX_COMBINATIONS = 2_000_000
-__all__ = ["GameTooLarge"]  # defined in games.limits, importable from here as before
 
 
 IntValue = tuple[int, ...]
