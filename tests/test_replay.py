@@ -78,7 +78,7 @@ def item(question: str, source_id: str = "0", gold: str | None = None) -> Item:
 def replay_solver(path: Path, fmt: str, model: str, price: Price = PRICE, name: str = "R") -> Solver:
     params = SolverParams(
         backend="replay", model=model, price=price,
-        replay=ReplayParams(path=str(path), format=fmt, source_model=model),
+        replay=ReplayParams(path=str(path), format=fmt, source_model=model, trust_pickle=fmt == "routerbench_pickle"),
     )
     return Solver(name, params, ReplayBackend(params.replay, params.price))
 
@@ -133,7 +133,7 @@ def write_routerbench_pickle(path: Path) -> Path:
 
 def test_routerbench_pickle_reader(tmp_path):
     path = write_routerbench_pickle(tmp_path / "rb.pkl")
-    df = read_cache(path, "routerbench_pickle")
+    df = read_cache(path, "routerbench_pickle", trust_pickle=True)
     assert df.height == 6 and set(df["model"]) == {"a/small", "b"}
     small = df.filter(pl.col("model") == "a/small")
     assert small["source_index"].to_list() == ["gsm8k.0", "gsm8k.1", "mmlu.0"]
@@ -308,7 +308,7 @@ def test_missing_columns_and_unknown_models_are_named(tmp_path, routellm_csv):
     pkl = tmp_path / "bad.pkl"
     pd.DataFrame({"sample_id": [1], "text": ["q"], "m": [1], "m|model_response": ["a"]}).to_pickle(pkl)
     with pytest.raises(ReplayError) as e:
-        read_cache(pkl, "routerbench_pickle")
+        read_cache(pkl, "routerbench_pickle", trust_pickle=True)
     assert "bad.pkl" in str(e.value) and "'prompt'" in str(e.value) and "'text'" in str(e.value)
 
     js = tmp_path / "bad.json"
@@ -403,10 +403,10 @@ def test_replay_dataset_difficulty_and_eval_name(tmp_path):
         load_replay_items(ReplayDatasetParams(path=str(path), format="routellm_csv", difficulty_column="level"))
 
     rb = write_routerbench_pickle(tmp_path / "rb.pkl")
-    gsm = load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="gsm8k"))
+    gsm = load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="gsm8k", trust_pickle=True))
     assert [i.source_id for i in gsm] == ["gsm8k.0", "gsm8k.1"] and gsm[0].question == "What is 2 + 2?"
     with pytest.raises(ReplayDataError, match="eval names"):
-        load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="hellaswag"))
+        load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="hellaswag", trust_pickle=True))
     with pytest.raises(ReplayDataError, match="eval_name"):
         load_replay_items(ReplayDatasetParams(path=str(path), format="routellm_csv", eval_name="gsm8k"))
 

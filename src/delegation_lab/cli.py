@@ -118,15 +118,20 @@ def import_cache(
     field: Annotated[list[str] | None, typer.Option(
         help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
     )] = None,
+    trust_pickle: Annotated[bool, typer.Option(help="allow unpickling a routerbench_pickle: unpickling runs arbitrary code")] = False,
 ) -> None:
     """Inspect another benchmark's answer cache: its files and domains, its models, how many rows
     match our items by question text (unmatched counted, with examples), each model's imported
     accuracy over distinct questions, and the params.yaml `solvers` entries that replay it, with a
-    TODO where each price belongs (then `dvc repro` imports it through solve@<name>)."""
+    TODO where each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench
+    pickle is loaded only with --trust-pickle: unpickling runs arbitrary code."""
     from pydantic import ValidationError
 
     from delegation_lab.config import LongTableFields
-    from delegation_lab.solvers.replay import import_report
+    from delegation_lab.solvers.replay import PICKLE_WARNING, import_report
+
+    if format == "routerbench_pickle" or path.suffix.lower() in (".pkl", ".pickle"):
+        typer.echo(f"WARNING: {path}: {PICKLE_WARNING}", err=True)
 
     mapping = {}
     for pair in field or []:
@@ -139,7 +144,7 @@ def import_cache(
     except ValidationError as e:
         fail(f"--field: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']} (keys: {', '.join(LongTableFields.model_fields)})", 2)
     try:
-        report = import_report(path, format, items_dir, fields)
+        report = import_report(path, format, items_dir, fields, trust_pickle)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report)

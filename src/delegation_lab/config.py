@@ -127,6 +127,9 @@ class ReplayDatasetParams(ParamsModel):
     """GSM8K folder (train.jsonl, test.jsonl): replayed questions found there take its difficulty and gold; null = not used."""
     eval_name: str | None = None
     """RouterBench only: keep rows of this eval_name; null = all."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
 
 
 # pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
@@ -308,6 +311,9 @@ class ReplayParams(ParamsModel):
     """Column names of a `long_table` cache (ignored by the other formats)."""
     source_model: str
     """The model's name inside the cache (column prefix, model field, or model folder / file stem)."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
 
 
 class SolverParams(ParamsModel):

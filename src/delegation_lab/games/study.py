@@ -15,11 +15,12 @@ import polars as pl
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.statistics import DDOF, seed_interval
 from delegation_lab.figures import pyplot, save_figure
-from delegation_lab.games.equilibria import Solution, solve
+from delegation_lab.games.equilibria import GameTooLarge, Solution, solve
 from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
 from delegation_lab.games.iql import IQLResult
 from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
-from delegation_lab.games.report import number
+from delegation_lab.games.limits import check_spec_memory, parse_size
+from delegation_lab.games.report import DEFAULT_MAX_PROFILES, number
 from delegation_lab.games.spec import Game, compile_game, load_game_spec
 
 CONDITIONS = {"no_transfer": False, "transfer": True}
@@ -49,7 +50,9 @@ def load_games(params: EquilibriaParams, root: Path) -> list[Game]:
     for k, ref in enumerate(params.games):
         path = root / ref
         try:
-            game = compile_game(load_game_spec(path if path.is_file() else ref))
+            spec = load_game_spec(path if path.is_file() else ref)
+            check_spec_memory(spec, parse_size(params.max_memory))  # before compiling its tables
+            game = compile_game(spec)
         except InputError as e:
             raise InputError(f"history_game.equilibria.games[{k}]: {e}") from None
         if params.favour is not None and params.favour not in game.players:
@@ -65,7 +68,16 @@ def load_games(params: EquilibriaParams, root: Path) -> list[Game]:
 
 
 def solve_games(games: list[Game], params: EquilibriaParams) -> dict[str, Solution]:
-    return {g.name: solve(g, params.favour, params.max_combinations) for g in games}
+    """Each game within the section's work and memory limits (the stage writes each JSON with the
+    default number of example profiles, plus the favoured one)."""
+    limit = parse_size(params.max_memory)
+    out = {}
+    for g in games:
+        try:
+            out[g.name] = solve(g, params.favour, params.max_combinations, limit, DEFAULT_MAX_PROFILES + 1)
+        except GameTooLarge as e:
+            raise GameTooLarge(f"history_game.equilibria: {e}") from None
+    return out
 
 
 def equilibria_metrics(sol: Solution) -> dict[str, Any]:

@@ -16,8 +16,8 @@ Supported layouts (`format`):
   `<model>_response` (RouteLLM's `gsm8k_responses.csv`); without any `_response` column, every
   other column is one model's correctness (RouteLLM's per-subject MMLU CSVs): answers are empty.
 - `routerbench_pickle`: a pandas DataFrame pickle with `sample_id`, `prompt`, `eval_name` and per
-  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Only open
-  pickles you trust: unpickling runs code.
+  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Unpickling
+  runs code: refused unless trusted (`trust_pickle: true`, `dlab import --trust-pickle`).
 - `llmrouterbench_json`: a JSON list, JSON lines, or an object holding a list of `records` with
   `index`, `origin_query`, `prediction`, `ground_truth`, `score`, `prompt_tokens`,
   `completion_tokens`, `cost` and `model` / `model_name` (else the file stem names the model).
@@ -709,11 +709,22 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
                          how="diagonal_relaxed")
 
 
-def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None) -> ReplayCache:
-    """The normalised cache of a file, folder or glob, read once per process (again when a file changes)."""
+PICKLE_WARNING = (
+    "unpickling runs arbitrary code: a RouterBench .pkl can do anything your user can (delete files, "
+    "read keys, open connections). Load only a pickle you trust, e.g. one you downloaded yourself from "
+    "RouterBench's own release and checked against its published hash."
+)
+
+
+def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> ReplayCache:
+    """The normalised cache of a file, folder or glob, read once per process (again when a file
+    changes). A pickle is refused unless `trust_pickle` (checked before any file is opened)."""
     spec = str(path)
     if fmt not in READERS:
         raise ReplayError(f"{spec}: unknown replay format {fmt!r}; use one of {list(FORMATS)}")
+    if fmt == "routerbench_pickle" and not trust_pickle:
+        raise ReplayError(f"{spec}: not loaded: {PICKLE_WARNING} If you trust this file, pass --trust-pickle "
+                          "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
     files = cache_files(spec, fmt)
     key = _stat_key(files, spec, fmt, fields)
     cached = _LOADED.get(key)
@@ -741,9 +752,9 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     return cache
 
 
-def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None) -> pl.DataFrame:
+def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> pl.DataFrame:
     """The normalised frame of a cache (`CACHE_COLUMNS`, extra columns, provenance, and `key`)."""
-    return load_cache(path, fmt, fields).frame
+    return load_cache(path, fmt, fields, trust_pickle).frame
 
 
 # ----------------------------------------------------------------------------------- backend
@@ -760,7 +771,7 @@ class ReplayBackend:
         self.path = Path(params.path)
 
     def cache(self) -> ReplayCache:
-        return load_cache(self.params.path, self.params.format, self.params.fields)
+        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle)
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -842,9 +853,10 @@ def _short(text: str, n: int = 90) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=n, placeholder=" …")
 
 
-def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None) -> str:
+def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
+                  trust_pickle: bool = False) -> str:
     """What `dlab import` prints: files, domains, models, match against our items, a params.yaml snippet."""
-    cache = load_cache(path, format, fields)
+    cache = load_cache(path, format, fields, trust_pickle)
     frame = cache.frame
     lines = [
         f"replay cache: {path}",
@@ -940,6 +952,7 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
             f"    model: {json.dumps(model)}",
             f"    price: {{input_usd_per_mtok: {PRICE_TODO}, output_usd_per_mtok: {PRICE_TODO}, source: {PRICE_TODO}}}"
             f"  # {price_note}; source: the price list and its date",
-            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}{mapping}}}",
+            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}{mapping}"
+            + (", trust_pickle: true}  # only for a pickle you trust" if format == "routerbench_pickle" else "}"),
         ]
     return "\n".join(lines)
