@@ -130,7 +130,7 @@ def import_cache(
     from delegation_lab.config import LongTableFields
     from delegation_lab.solvers.replay import PICKLE_WARNING, import_report
 
-    if format == "routerbench_pickle" or path.suffix.lower() in (".pkl", ".pickle"):
+    if format == "routerbench_pickle" or Path(str(path)).suffix.lower() in (".pkl", ".pickle"):
         typer.echo(f"WARNING: {path}: {PICKLE_WARNING}", err=True)
 
     mapping = {}
