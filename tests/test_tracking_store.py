@@ -269,3 +269,11 @@ def test_paper_figures_pair_with_ours_and_dlab_report(tmp_path: Path):
     (tmp_path / "metrics" / "solve.json").write_text('{"A": {"accuracy": 0.9}}')
     out = run([str(BIN / "dlab"), "report"], tmp_path).stdout
     assert "## coordinator" in out and "| management.dqn_map.ret | 27.56 | 27 | -0.56 |" in out and "solve" not in out
+
+
+def test_a_password_in_a_url_param_is_masked_before_logging():
+    from delegation_lab.tracking import without_url_passwords
+
+    assert without_url_passwords("https://bob:s3cr3t-key@api.example/v1") == "https://bob:***@api.example/v1"
+    assert without_url_passwords('{"base_url": "http://u:p@127.0.0.1:8000"}') == '{"base_url": "http://u:***@127.0.0.1:8000"}'
+    assert without_url_passwords("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -58,6 +59,14 @@ def git_commit(root: Path) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^@/\s]*@")
+
+
+def without_url_passwords(value: str) -> str:
+    """A password written into a URL (`https://user:secret@host`) never reaches the tracking store."""
+    return _URL_PASSWORD.sub(r"\1:***@", value)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -126,7 +135,8 @@ class Run:
         from mlflow.entities import Param
 
         flat = flatten(params)
-        items = [Param(k, json.dumps(v) if isinstance(v, list | dict) else str(v)[:6000]) for k, v in flat.items()]
+        items = [Param(k, without_url_passwords(json.dumps(v) if isinstance(v, list | dict) else str(v))[:6000])
+                 for k, v in flat.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
