@@ -217,3 +217,15 @@ def test_repro_routers_writes_summaries_outcomes_trajectories_metrics_models(rou
     assert "router mlp at lambda=0.2" in out and "expected cost $" in out
     bad = run([str(BIN / "dlab"), "route", "--router", "mlp", "--op", "lambda=9", "q"], project, check=False)
     assert bad.returncode == 1 and "no operating point 'lambda=9'" in bad.stderr
+
+
+def test_approximate_knn_search_predicts_like_the_exact_one():
+    data = synthetic(n=3000)
+    data.split[:2400] = np.where(data.split[:2400] == "test", "train", data.split[:2400])
+    approx = RoutersParams.model_validate({"knn": {"k": 15, "search_dim": 16, "cells": 8, "probe": 3}})
+    exact = RoutersParams.model_validate({"knn": {"k": 15, "search_dim": 16, "cells": 0}})
+    a, e = fit_router("knn", approx, data, 0), fit_router("knn", exact, data, 0)
+    assert a.candidates.shape[0] == 8 and e.candidates.shape[0] == 0
+    x = data.inputs.take(data.rows("test"))
+    diff = np.abs(a.predict(x)[0] - e.predict(x)[0])
+    assert diff.mean() < 0.02 and np.quantile(diff, 0.99) < 0.15

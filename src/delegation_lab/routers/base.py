@@ -71,7 +71,11 @@ class Scaler:
         return self
 
     def features(self, x: Inputs) -> np.ndarray:
-        return np.concatenate([x.embedding, (x.text - self.mean) / self.std], axis=1).astype(np.float32)
+        d = x.embedding.shape[1]
+        out = np.empty((len(x), d + x.text.shape[1]), dtype=np.float32)
+        out[:, :d] = x.embedding
+        out[:, d:] = (x.text - self.mean) / self.std
+        return out
 
 
 class Router:

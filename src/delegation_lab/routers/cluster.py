@@ -21,10 +21,12 @@ def kmeans(x: np.ndarray, k: int, iterations: int, rng: np.random.Generator) -> 
     c = np.stack(centres)
     for _ in range(iterations):
         assign = nearest(x, c)
-        counts = np.bincount(assign, minlength=k)
-        sums = np.zeros_like(c)
-        np.add.at(sums, assign, x)
-        c = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], c)
+        onehot = (assign[:, None] == np.arange(k)[None, :]).astype(x.dtype)  # [n, k]: sums as one matmul
+        counts = onehot.sum(axis=0)
+        new = np.where(counts[:, None] > 0, (onehot.T @ x) / np.maximum(counts, 1)[:, None], c)
+        if np.array_equal(new, c):
+            break
+        c = new
     return c
 
 

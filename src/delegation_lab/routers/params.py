@@ -19,12 +19,17 @@ class KnnParams(ParamsModel):
     search_dim: int = Field(48, ge=2)
     """Embeddings are projected on their first `search_dim` principal components (fitted on train)
     before the search: batched routing of 1e5 items stays well under a second."""
+    cells: int = Field(64, ge=0)
+    """Inverted-file cells (k-means on the training items) for approximate search; 0 = exact search
+    (also used when the bank has fewer than cells * k items)."""
+    probe: int = Field(2, gt=0)
+    """Cells searched per question: its own cell's `probe` nearest cells (by centroid similarity)."""
     sweep: list[float] = Field(default_factory=lambda: list(LAMBDAS), min_length=1)
     """Cost weights lambda: pick argmax(predicted accuracy - lambda * cost / reference cost)."""
 
 
 class MlpParams(ParamsModel):
-    hidden: int = Field(128, ge=1)
+    hidden: int = Field(64, ge=1)
     """Width of the two hidden layers."""
     epochs: int = Field(40, ge=1)
     """Passes over the fitting items."""
