@@ -66,7 +66,7 @@ def cost_save(points: Sequence[Point], singles: Mapping[str, Point], tolerance: 
     ok = [c for c, a in points if a >= acc_single - tolerance]
     if not ok or c_single <= 0:
         return None
-    return 1.0 - min(ok) / c_single
+    return round(1.0 - min(ok) / c_single, 12) + 0.0  # + 0.0: no -0.0 for the best single itself
 
 
 def pareto_front(points: Sequence[Point]) -> np.ndarray:
