@@ -229,3 +229,20 @@ def test_approximate_knn_search_predicts_like_the_exact_one():
     x = data.inputs.take(data.rows("test"))
     diff = np.abs(a.predict(x)[0] - e.predict(x)[0])
     assert diff.mean() < 0.02 and np.quantile(diff, 0.99) < 0.15
+
+
+def test_threshold_pair_naming_an_unknown_solver_fails_naming_the_key():
+    params = RoutersParams.model_validate({"threshold": {"strong": "Z"}})
+    with pytest.raises(ConfigError, match=r"routers.threshold.strong: unknown solver 'Z'"):
+        fit_router("threshold", params, synthetic(300), 0)
+
+
+def test_trajectory_rows_carry_the_features_scores_and_the_kept_solver(study):
+    from delegation_lab.routers.study import trajectory_frame
+
+    data, result = study
+    point = next(p for p in result.points if p.router == "mf" and p.split == "test")
+    frame = trajectory_frame(result, point)
+    extra = json.loads(frame["extra"][0])
+    assert frame.height == data.rows("test").size and extra["features"] == "embedding" and len(extra["scores"]) == 3
+    assert (frame["action"].to_numpy() == np.array(SOLVERS)[point.outcome.chosen]).all()

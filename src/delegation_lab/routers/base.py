@@ -83,6 +83,7 @@ class Router:
 
     name: ClassVar[str] = ""
     knob: ClassVar[str] = "lambda"  # the swept parameter's name in operating point labels
+    features: ClassVar[str] = "embedding+text"  # what the router reads of a question (trajectories' `extra`)
 
     def __init__(self, params: Any, solvers: list[str]):
         self.params = params

@@ -42,6 +42,7 @@ def _minmax(v: np.ndarray) -> np.ndarray:
 class ClusterRouter(Router):
     name = "cluster"
     knob = "alpha"
+    features = "embedding"
 
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:
         self.fit_costs(cost)

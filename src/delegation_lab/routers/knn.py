@@ -26,6 +26,7 @@ def pca(x: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
 
 class KnnRouter(Router):
     name = "knn"
+    features = "embedding (PCA)"
 
     def _project(self, emb: np.ndarray) -> torch.Tensor:
         z = (np.asarray(emb, dtype=np.float32) - self.pca_mean) @ self.components

@@ -27,6 +27,7 @@ class Factorisation(torch.nn.Module):
 
 class MfRouter(Router):
     name = "mf"
+    features = "embedding"
 
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:
         self.fit_costs(cost)

@@ -13,6 +13,7 @@ from delegation_lab.routers.base import Inputs, Outcome, Router, kept
 class BestSingleRouter(Router):
     name = "best_single"
     knob = "solver"
+    features = "none"
 
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:
         self.fit_costs(cost)

@@ -16,7 +16,7 @@ import polars as pl
 
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import Verifier, uniforms
-from delegation_lab.routers import Inputs, Outcome, Router, build_router
+from delegation_lab.routers import ROUTERS, Inputs, Outcome, Router, build_router
 from delegation_lab.routers.params import RoutersParams
 from delegation_lab.tables import Layout, read_labeled_answers
 
@@ -175,12 +175,14 @@ def trajectory_frame(run: StudyRun, p: PointResult) -> pl.DataFrame:
     solvers = np.array(run.data.solvers)
     o = p.outcome
     knob = float(p.knob) if np.isfinite(p.knob) else None  # a never / always threshold
+    features = ROUTERS[p.router].features
     scores = np.round(np.asarray(o.scores, dtype=float), 5).tolist()
     return pl.DataFrame({
         "episode": np.zeros(len(ids), dtype=np.int64), "step": np.arange(len(ids), dtype=np.int64), "split": "test", "item_id": ids,
         "action": solvers[o.chosen], "executors": [solvers[row].tolist() for row in o.called],
         "correct": o.correct.astype(bool), "cost_usd": o.cost, "reward": None, "calls": o.called.sum(axis=1).astype(np.int64),
-        "extra": [json.dumps({"operating_point": p.operating_point, "knob": knob, "scores": s}) for s in scores],
+        "extra": [json.dumps({"operating_point": p.operating_point, "knob": knob, "features": features, "scores": s})
+                  for s in scores],
     }, schema_overrides={"reward": pl.Float64})
 
 
