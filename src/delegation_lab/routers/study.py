@@ -115,7 +115,15 @@ class StudyRun:
 def run_study(data: RoutingData, params: RoutersParams, verifier: Verifier, progress: bool = False) -> StudyRun:
     import torch
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(params.torch_threads)
+    try:
+        return _run_routers(data, params, verifier, progress)
+    finally:
+        torch.set_num_threads(threads)  # the caller's setting, also when a router fails
+
+
+def _run_routers(data: RoutingData, params: RoutersParams, verifier: Verifier, progress: bool) -> StudyRun:
     run = StudyRun(data)
     for name in params.routers:
         seconds, routed = [], []
