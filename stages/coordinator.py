@@ -30,7 +30,8 @@ def coordinator(ctx: StageContext) -> None:
     """Train, evaluate and report the coordinator study."""
     t_start = time.perf_counter()
     params = ctx.params.coordinator
-    layout, data = prepare_inputs(params, list(ctx.params.solvers), ctx.params.ability_map.bucket_edges, ctx.layout)
+    layout, data = prepare_inputs(params, list(ctx.params.solvers), ctx.params.ability_map.bucket_edges, ctx.layout,
+                                  ctx.params.ability_map.bucket_by)
     # MLflow (a child run per method x seed, per cost weight in the sweep, with per-episode curves)
     # is written by a background process while the next method trains.
     mlflow = BackgroundMlflow(ctx.params.tracking, ctx.tracker.root, STUDY, params)
