@@ -269,6 +269,7 @@ def route(
     except InputError as e:
         fail(f"route: {e}")
 
+
 repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
 app.add_typer(repro_app, name="repro")
 
