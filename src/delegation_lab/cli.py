@@ -254,6 +254,22 @@ def dashboard(
     ))
 
 
+@app.command("route")
+def route(
+    questions: Annotated[list[str], typer.Argument(help="questions to route")],
+    router: Annotated[str, typer.Option(help="saved router: knn, mlp, mf, cluster, threshold, learned_cascade, best_single, random")] = "knn",
+    op: Annotated[str | None, typer.Option(help="operating point label, e.g. lambda=0.2 (default: the router's first)")] = None,
+    models: Annotated[Path, typer.Option(help="folder of saved routers")] = Path("models/routers"),
+) -> None:
+    """Route new questions with a router the `routers` stage saved: chosen solver, predicted scores, expected cost."""
+    from delegation_lab.routers.serve import route_questions
+
+    try:
+        typer.echo(route_questions(models / f"{router}.npz", op, questions), nl=False)
+    except InputError as e:
+        fail(f"route: {e}")
+
+
 repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
 app.add_typer(repro_app, name="repro")
 

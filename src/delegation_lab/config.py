@@ -15,12 +15,14 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.credit.params import CreditParams
+from delegation_lab.embeddings import EmbedParams
 from delegation_lab.evaluation.params import EvaluationParams
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
 from delegation_lab.params_model import ConfigError, DuplicateKeyError, ParamsModel, UniqueKeyLoader, dotted
 from delegation_lab.redref.params import RedrefParams
+from delegation_lab.routers.params import RoutersParams
 
 # --------------------------------------------------------------------------------------------
 # data
@@ -473,6 +475,10 @@ class Params(ParamsModel):
     """DQN coordinator under management and delegation rules, History Matters §3.1-3.2 (stage `coordinator`)."""
     credit: CreditParams = CreditParams()
     """SHARP (seed 002): Shapley credit for planner-worker teams, agent-normalised GRPO, the p-sweep (stage `credit`)."""
+    embed: EmbedParams = EmbedParams()
+    """Question embeddings and text features of every item (stage `embed`)."""
+    routers: RoutersParams = RoutersParams()
+    """The field's standard routers: kNN, MLP, MF, cluster, threshold, learned cascade (stage `routers`)."""
 
     @field_validator("solvers")
     @classmethod

