@@ -38,3 +38,20 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextmanager
+def deterministic_torch(threads: int | None) -> Iterator[None]:
+    """`torch_threads(threads)` plus torch's deterministic algorithms (on the CPU every kernel the
+    studies use has one; on CUDA a kernel without one warns instead of failing), both restored
+    afterwards: for a given machine and thread count a run is bit-for-bit repeatable."""
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (read at its first use)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with torch_threads(threads):
+            yield
+    finally:
+        torch.use_deterministic_algorithms(before)

@@ -3,8 +3,10 @@ delegation) train the DQN coordinators with every seed batched, roll out the bas
 training packets, evaluate everything greedily on the held-out split, and sweep the cost weight.
 
 Every method of one environment shares the lane seeds, hence the training packets (the packet
-stream is the env's own); the held-out evaluation plays the test split once, in order, in packets
-of `packet_size` (the last one shorter), with exploration off.
+stream is the env's own) and the verifier's verdicts (one table per split and lane seed, from the
+shared `Verifier`: common random numbers); the held-out evaluation plays the test split once, in
+order, in packets of `packet_size` (the last one shorter), with exploration off.
+Training runs under torch's deterministic algorithms with a fixed thread count.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from delegation_lab.coordinator import baselines
-from delegation_lab.coordinator.actions import ActionTable, delegation_actions, management_actions
-from delegation_lab.coordinator.data import CoordinatorData, check_solver_names, load_coordinator_data
+from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
+from delegation_lab.coordinator.data import CoordinatorData, SolverTable, check_solver_names, load_coordinator_data
 from delegation_lab.coordinator.dqn import GreedyPolicy, train_batched
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.tables import Layout
-from delegation_lab.torch_runtime import resolve_device, torch_threads
+from delegation_lab.torch_runtime import deterministic_torch, resolve_device
 
 
 @dataclass
@@ -44,13 +47,18 @@ class MethodRun:
     seconds: float
     solver_set: list[str]
     sweep: bool = False
+    points: list[str] | None = None  # per lane operating point (fixed orders: the order); None = lambda
+    lane_solvers: list[list[str]] | None = None  # per lane solver set, where it differs by lane
 
     @property
     def lanes(self) -> int:
         return len(self.seeds)
 
     def operating_point(self, lane: int) -> str:
-        return f"lambda={self.cost_weights[lane]:g}"
+        return self.points[lane] if self.points is not None else f"lambda={self.cost_weights[lane]:g}"
+
+    def solvers_of(self, lane: int) -> list[str]:
+        return self.lane_solvers[lane] if self.lane_solvers is not None else self.solver_set
 
 
 
@@ -111,8 +119,11 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int],
 
 class CoordinatorStudy:
     def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
-                 log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None):
+                 log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None,
+                 verifier: Verifier | None = None):
         self.p, self.data, self.layout, self.progress, self.log = params, data, layout, progress, log
+        self.verifier = verifier if verifier is not None else Verifier("gold", source="gold labels")
+        self._verdicts: dict[tuple[str, int], np.ndarray] = {}
         self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
         self.train_table = data.train.select(layout.columns)
         self.test_table = data.test.select(layout.columns)
@@ -126,12 +137,24 @@ class CoordinatorStudy:
     def actions(self, study: str) -> ActionTable:
         if study == "management":
             return management_actions(self.layout.routes, self.layout.columns)
-        return delegation_actions(self.layout.columns)
+        return answering_actions(delegation_actions(self.layout.columns))
 
-    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
-        actions, cfg, record = self.actions(study), self.config(use_map), self.p.trajectories
-        train = VecCoordinatorEnv(self.train_table, actions, cfg, seeds, weights, self.p.episodes, "sample", record)
-        test = VecCoordinatorEnv(self.test_table, actions, cfg, seeds, weights, None, "sequential", record)
+    def verdicts(self, table: SolverTable, seeds: np.ndarray) -> np.ndarray:
+        """[lanes, items, solvers]: the verifier's verdict on every cached answer, per lane seed."""
+        for seed in np.unique(seeds):
+            key = (table.split, int(seed))
+            if key not in self._verdicts:
+                self._verdicts[key] = self.verifier.table(list(table.solvers), table.item_ids, table.correct, [int(seed)])[0]
+        return np.stack([self._verdicts[(table.split, int(s))] for s in seeds])
+
+    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
+             record: bool | None = None) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
+        actions, cfg = self.actions(study), self.config(use_map)
+        record = self.p.trajectories if record is None else record
+        train = VecCoordinatorEnv(self.train_table, actions, cfg, seeds, weights, self.p.episodes, "sample", record,
+                                  verdicts=self.verdicts(self.train_table, seeds))
+        test = VecCoordinatorEnv(self.test_table, actions, cfg, seeds, weights, None, "sequential", record,
+                                 verdicts=self.verdicts(self.test_table, seeds))
         return train, test
 
     def find(self, study: str, method: str) -> MethodRun | None:
@@ -142,6 +165,8 @@ class CoordinatorStudy:
     def run_method(self, study: str, method: str, seeds: np.ndarray, weights: np.ndarray, names: list[str],
                    sweep: bool = False) -> MethodRun:
         t0 = time.perf_counter()
+        if method == "fixed_order":
+            return self._fixed_orders(study, seeds, weights, t0)
         use_map = method == "dqn_map" or (method != "dqn_nomap" and self.data.has_map)
         policy = epsilon = None
         rules = study
@@ -169,7 +194,7 @@ class CoordinatorStudy:
             elif method == "mgmt_policy" and rules == "management":
                 act = baselines.greedy(source.policy)
             elif method == "mgmt_policy":
-                act = baselines.management_in_delegation(source.policy, self.layout.routes, self.layout.columns)
+                act = baselines.management_in_delegation(source.policy, self.layout.routes, actions)
             else:  # pragma: no cover - params validation restricts methods
                 raise ValueError(method)
             baselines.rollout(train, act)
@@ -183,13 +208,37 @@ class CoordinatorStudy:
             solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
         run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, epsilon, policy,
                         time.perf_counter() - t0, solver_set, sweep)
+        return self._finish(run)
+
+    def _finish(self, run: MethodRun) -> MethodRun:
         self.runs.append(run)
         if self.on_run is not None:
             self.on_run(run)
         return run
 
+    def _fixed_orders(self, study: str, seeds: np.ndarray, weights: np.ndarray, t0: float) -> MethodRun:
+        """Every fixed order in one batch of lanes (order-major: lane = order x seeds + seed index),
+        on the same packets and verdicts as the other methods; no trajectories (they are baselines)."""
+        actions = self.actions(study)
+        names, plan = baselines.fixed_orders(study, actions, self.layout.routes, self.p.max_attempts)
+        n = len(seeds)
+        lane_order = np.repeat(np.arange(len(names)), n)
+        lane_seeds, lane_weights = np.tile(seeds, len(names)), np.tile(weights, len(names))
+        use_map = self.data.has_map
+        train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False)
+        act = baselines.planned(plan, lane_order)
+        baselines.rollout(train, act)
+        baselines.rollout(test, act)
+        solvers = [[s for s, u in zip(actions.solvers, actions.answers[np.unique(plan[o])].any(axis=0), strict=True) if u]
+                   for o in range(len(names))]
+        run = MethodRun(study, "fixed_order", [f"{study}.fixed_order"] * len(lane_seeds), lane_seeds, lane_weights,
+                        actions, use_map, train, test, None, None, time.perf_counter() - t0,
+                        sorted({s for ss in solvers for s in ss}, key=actions.solvers.index),
+                        points=[names[o] for o in lane_order], lane_solvers=[solvers[o] for o in lane_order])
+        return self._finish(run)
+
     def run(self) -> list[MethodRun]:
-        with torch_threads(self.p.torch_threads):
+        with deterministic_torch(self.p.torch_threads):
             return self._run()
 
     def _run(self) -> list[MethodRun]:
