@@ -18,7 +18,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml requirements/cpu.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.core pyproject.toml
-	$(PIP) install -c requirements/cpu.txt -e ".[dev,llamacpp,embeddings]"
+	$(PIP) install -c requirements/cpu.txt -e ".[dev,llamacpp]"
 	touch $@
 
 setup: $(VENV)/.core

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import polars as pl
 
+from delegation_lab.evaluation.outcomes import read_outcomes
+from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.frontier import build_frontier
 from delegation_lab.frontier_plot import plot_frontier
 from delegation_lab.stage import StageContext, run_stage
@@ -24,17 +26,29 @@ def frontier(ctx: StageContext) -> None:
     params = ctx.params.frontier
     labeled = read_labeled_answers(ctx.layout).filter(pl.col("split") == params.split)
     summaries = read_summaries(ctx.layout.root / "results" / "summaries")
-    table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset)
+    outcomes = read_outcomes(ctx.layout.root / "results" / "outcomes")
+    evaluation = ctx.params.evaluation
+    verifier = build_verifier(evaluation.verifier, ctx.layout.root)
+    table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset, verifier=verifier,
+                                    outcomes=outcomes, intervals=evaluation.intervals)
     write_parquet_atomic(table, frontier_path(ctx.layout))
-    metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(), **metrics}
+    metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
+               "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence, **metrics}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
-    main = table.filter(pl.col("dataset") == ctx.params.data.dataset)  # other tasks' points stay in the table only
+    # other tasks' points, and runs under another verifier (a perfect one), stay out of this picture
+    same_task = table.filter(pl.col("dataset") == ctx.params.data.dataset)
+    main = same_task.filter(pl.col("verifier").is_in([verifier.name, "oracle"]))
     write_csv_atomic(
-        main.select("method", "operating_point", "study", "kind", "cost_per_item_usd", "accuracy", "on_pareto"),
+        main.select("method", "operating_point", "study", "kind", "cost_per_item_usd", "accuracy", "accuracy_ci_low",
+                    "accuracy_ci_high", "cost_ci_low", "cost_ci_high", "on_pareto", "verifier"),
         plots / "frontier.csv",
     )
-    plot_frontier(main, plots / "frontier.png", title=f"{ctx.params.data.dataset}: cost vs accuracy on {params.split}")
+    plot_frontier(main, plots / "frontier.png", title=f"{ctx.params.data.dataset}: cost vs accuracy on {params.split}, "
+                  f"verifier {verifier.name}")
+    gold = same_task.filter(pl.col("verifier").is_in(["gold", "oracle"]))
+    if verifier.kind != "gold" and gold.filter(pl.col("study") != "baselines").height:
+        plot_frontier(gold, plots / "frontier_gold.png", title=f"{ctx.params.data.dataset}: perfect-verifier runs on {params.split}")
     with ctx.tracker.stage_run("frontier", "frontier", params) as run:
         run.log_metrics({"oracle": metrics["oracle"], **{
             k.replace(":", "_").replace(">", "-").replace("+", "_"): {m: v for m, v in d.items() if isinstance(v, float)}

@@ -13,10 +13,13 @@ from delegation_lab.data import build_items
 from delegation_lab.frontier import (
     Anchors, SolverMatrix, aiq, apgr, baseline_points, build_frontier, cascade_outcome, cpt, hull, pareto_mask,
 )
+from delegation_lab.evaluation import IntervalParams, Verifier
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
 from delegation_lab.labeling.matchers import imported_correct
 from delegation_lab.solvers import build_solver
 from delegation_lab.store import SUMMARY_SCHEMA
 
+DEFAULT_NAME = Verifier("judge", 0.02, 0.03).name
 ANCHORS = Anchors(weak_cost=1.0, weak_acc=0.5, strong_cost=3.0, strong_acc=0.9)
 
 
@@ -72,11 +75,11 @@ def test_oracle_and_singles():
 
 def test_cascade_with_a_perfect_judge_is_the_escalation_ladder():
     m = matrix()
-    acc, cost, calls = cascade_outcome(m, [2, 1, 0], fp=0.0, fn=0.0, rng=np.random.default_rng(0))
+    acc, cost, calls = cascade_outcome(m, [2, 1, 0], Verifier("gold"), seed=0)
     assert acc == 0.75  # every item some solver gets right is answered right
     assert cost == pytest.approx(((0.1 + 1.0) + (0.1 + 1.0 + 3.0) + 0.1 + (0.1 + 1.0 + 3.0)) / 4)
     assert calls == pytest.approx((2 + 3 + 1 + 3) / 4)
-    noisy = cascade_outcome(m, [2, 1, 0], fp=1.0, fn=0.0, rng=np.random.default_rng(0))
+    noisy = cascade_outcome(m, [2, 1, 0], Verifier("judge", 1.0, 0.0), seed=0)
     assert noisy[0] == 0.25 and noisy[2] == 1.0  # a judge that accepts everything stops at C
 
 
@@ -89,10 +92,12 @@ def test_frontier_merges_study_summaries():
     })
     summaries = pl.DataFrame([
         {"study": "s", "method": "m", "seed": k, "split": "test", "operating_point": "default", "accuracy": 0.7 + 0.02 * k,
-         "cost_per_item_usd": 0.5, "calls_per_item": 1.2, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": f"r{k}"}
+         "cost_per_item_usd": 0.5, "calls_per_item": 1.2, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": f"r{k}",
+         "verifier": DEFAULT_NAME}
         for k in range(3)
     ] + [{"study": "s", "method": "env.oracle", "seed": 0, "split": "test", "operating_point": "default", "accuracy": 0.9,
-          "cost_per_item_usd": 0.2, "calls_per_item": 1.0, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": None}],
+          "cost_per_item_usd": 0.2, "calls_per_item": 1.0, "return": None, "n_items": 4, "dataset": "x", "solver_set": "A,B,C", "run_id": None,
+          "verifier": DEFAULT_NAME}],
         schema=SUMMARY_SCHEMA)
     table, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
     study = table.filter(pl.col("study") == "s").row(0, named=True)
@@ -120,3 +125,98 @@ def test_routellm_gsm8k_reference_numbers(shared_data: Path):
     assert round(acc["always-mixtral"], 3) == 0.638
     assert round(acc["oracle"], 3) == 0.929
     assert metrics["strong_solver"] == "gpt4" and metrics["weak_solver"] == "mixtral"
+
+
+def _labeled(n: int = 200, seed: int = 0) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    ids = [f"i{k:04d}" for k in range(n)]
+    rows = []
+    for solver, p, price in [("A", 0.9, 3.0), ("B", 0.7, 1.0), ("C", 0.4, 0.1)]:
+        for item, right in zip(ids, rng.random(n) < p, strict=True):
+            rows.append({"item_id": item, "solver": solver, "correct": bool(right), "cost_usd": price})
+    return pl.DataFrame(rows)
+
+
+def _study(labeled: pl.DataFrame, verifier: str, method: str = "m", picks: str = "B") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A 'study' that always answers with solver `picks`, two seeds: its summaries and outcomes."""
+    mine = labeled.filter(pl.col("solver") == picks).sort("item_id")
+    outcomes = pl.concat([
+        mine.select(pl.lit("s").alias("study"), pl.lit(method).alias("method"), pl.lit("default").alias("operating_point"),
+                    pl.lit(seed, dtype=pl.Int64).alias("seed"), pl.lit("test").alias("split"), pl.lit("x").alias("dataset"),
+                    pl.lit(verifier).alias("verifier"), "item_id", pl.col("correct").cast(pl.Float64), "cost_usd")
+        for seed in (0, 1)
+    ]).select(list(OUTCOME_SCHEMA))
+    summaries = pl.DataFrame([
+        {"study": "s", "method": method, "seed": seed, "split": "test", "operating_point": "default",
+         "accuracy": float(mine["correct"].mean()), "cost_per_item_usd": float(mine["cost_usd"].mean()), "calls_per_item": 1.0,
+         "return": None, "n_items": mine.height, "dataset": "x", "solver_set": "A,B,C", "run_id": None, "verifier": verifier}
+        for seed in (0, 1)
+    ], schema=SUMMARY_SCHEMA)
+    return summaries, outcomes
+
+
+def test_every_point_has_an_item_bootstrap_interval_and_its_verifier():
+    labeled = _labeled()
+    judge = Verifier("judge", 0.05, 0.05)
+    summaries, outcomes = _study(labeled, judge.name)
+    table, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 2}), "x",
+                                    verifier=judge, outcomes=outcomes, intervals=IntervalParams(resamples=400))
+    for col in ("verifier", "accuracy_ci_low", "accuracy_ci_high", "cost_ci_low", "cost_ci_high"):
+        assert col in table.columns
+    assert set(table.filter(pl.col("kind") != "oracle")["verifier"]) == {judge.name}
+    assert table["accuracy_ci_low"].null_count() == 0
+    assert ((table["accuracy_ci_low"] <= table["accuracy"]) & (table["accuracy"] <= table["accuracy_ci_high"])).all()
+    width = table.filter(pl.col("method") == "always-C").row(0, named=True)
+    assert 0.05 < width["accuracy_ci_high"] - width["accuracy_ci_low"] < 0.2  # ~ +-1.96 sqrt(.24/200)
+    m = metrics["methods"]["s/m"]
+    assert m["verifier"] == judge.name and m["accuracy_ci"][0] < m["best_accuracy"] < m["accuracy_ci"][1]
+    # the study is always-B: always-B ties it (no domination), a cheaper cascade may beat it; the
+    # paired test against the best single solver at <= cost (always-B itself) is exactly zero
+    dom = table.filter(pl.col("method") == m["dominated_by"].split("@")[0]).sort("cost_per_item_usd").row(0, named=True)
+    assert dom["kind"] in ("cascade", "mixture") and dom["cost_per_item_usd"] <= m["best_accuracy_cost_per_item_usd"]
+    assert dom["accuracy"] >= m["best_accuracy"]
+    assert m["vs_best_single"]["against"] == "always-B" and m["vs_best_single"]["difference"] == 0.0
+    assert m["vs_best_single"]["p_value"] == 1.0
+
+
+def test_a_dominated_learned_method_names_the_cheapest_dominating_baseline():
+    labeled = _labeled()
+    summaries, outcomes = _study(labeled, DEFAULT_NAME, picks="A")
+    worse = summaries.with_columns(pl.col("accuracy") - 0.3, pl.col("cost_per_item_usd") * 2)  # pays A's price twice, less accurate
+    _, metrics = build_frontier(labeled, worse, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
+    assert metrics["methods"]["s/m"]["dominated_by"] is not None
+    assert metrics["methods"]["s/m"]["accuracy_ci"] is None  # no outcomes given: no interval, never a made-up one
+
+
+def test_a_gold_verifier_run_forms_its_own_set():
+    labeled = _labeled()
+    judge = Verifier("judge", 0.05, 0.05)
+    s_judge, o_judge = _study(labeled, judge.name, method="m")
+    s_gold, o_gold = _study(labeled, "gold", method="m_gold", picks="A")
+    table, metrics = build_frontier(labeled, pl.concat([s_judge, s_gold]), FrontierParams(mixture_points=1, cascade={"seeds": 1}),
+                                    "x", verifier=judge, outcomes=pl.concat([o_judge, o_gold]))
+    assert set(table["verifier"]) == {judge.name, "gold", "oracle"}
+    gold = table.filter(pl.col("verifier") == "gold")
+    assert "cascade:C>B>A" in gold["method"].to_list()  # baselines recomputed under a perfect verifier
+    assert gold.filter(pl.col("method") == "cascade:C>B>A")["accuracy"].item() == pytest.approx(
+        labeled.group_by("item_id").agg(pl.col("correct").any())["correct"].mean())
+    assert "s/m_gold [gold]" in metrics["methods"] and metrics["methods"]["s/m"]["verifier"] == judge.name
+    # Pareto within each set: the judge set has its own front
+    for v in (judge.name, "gold"):
+        assert table.filter((pl.col("verifier") == v) & pl.col("on_pareto")).height >= 1
+
+
+def test_cascades_share_the_verifiers_common_random_numbers():
+    m = SolverMatrix.from_labeled(_labeled())
+    v = Verifier("judge", 0.2, 0.2)
+    assert cascade_outcome(m, [2, 1, 0], v, 3) == cascade_outcome(m, [2, 1, 0], v, 3)
+    assert cascade_outcome(m, [2, 1, 0], v, 3) != cascade_outcome(m, [2, 1, 0], v, 4)
+
+
+def test_a_summary_without_its_verifier_is_kept_apart():
+    labeled = _labeled()
+    summaries, _ = _study(labeled, DEFAULT_NAME)
+    table, metrics = build_frontier(labeled, summaries.with_columns(pl.lit(None, dtype=pl.String).alias("verifier")),
+                                    FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
+    assert "s/m [unrecorded]" in metrics["methods"]
+    assert table.filter(pl.col("study") == "s")["verifier"].to_list() == ["unrecorded"]

@@ -318,14 +318,10 @@ class TrackingParams(ParamsModel):
 
 
 class CascadeNoise(ParamsModel):
-    false_positive_rate: float = Field(0.02, ge=0, le=1)
-    """Probability the cascade's judge calls a wrong answer correct (it then stops too early)."""
-    false_negative_rate: float = Field(0.03, ge=0, le=1)
-    """Probability the cascade's judge calls a right answer wrong (it then escalates needlessly)."""
     seeds: int = Field(5, ge=1)
-    """Judge-noise draws per cascade (mean and spread reported)."""
-    seed: int = 0
-    """Base seed of the judge-noise draws."""
+    """Verifier seeds per cascade (0 .. seeds-1, the same common random numbers every study's seed k
+    sees); each is a point, their spread and the bootstrap over seeds x items give the interval.
+    The verifier itself is `evaluation.verifier`."""
 
 
 class FrontierParams(ParamsModel):
@@ -334,7 +330,7 @@ class FrontierParams(ParamsModel):
     mixture_points: int = Field(9, ge=0)
     """Random-mixture operating points between each pair of solvers (p = 1/(k+1) ... k/(k+1))."""
     cascade: CascadeNoise = CascadeNoise()
-    """Cheap-to-expensive cascades that escalate when a noisy judge calls an answer wrong."""
+    """Cheap-to-expensive cascades that escalate when the shared verifier rejects an answer."""
     cpt_levels: list[float] = [0.5, 0.8]
     """PGR levels for RouteLLM's call-performance thresholds CPT(x)."""
 

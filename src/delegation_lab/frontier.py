@@ -4,11 +4,22 @@ summary numbers of routing papers (RouterBench's AIQ, RouteLLM's APGR and CPT).
 Definitions (all on one split, default `test`):
 - always-<S>: every item to solver S. mix:<S>+<T>@p: a random mixture, S with probability p (its
   expected accuracy and cost are the convex combination). cascade:<S1>><S2>>...: ask solvers from
-  cheap to expensive and stop at the first answer a noisy judge (FP / FN rates from params) calls
-  correct; cost is the sum of the solvers asked; mean over judge seeds. oracle: the cheapest correct
+  cheap to expensive and stop at the first answer the shared verifier (`evaluation.verifier`, the
+  same common random numbers as every study) accepts; cost is the sum of the solvers asked; mean
+  over verifier seeds. oracle: the cheapest correct
   solver per item (the cheapest solver when none is correct) — the upper bound.
 - Pareto: a point no other point matches-or-beats on both cost and accuracy (oracles excluded: the
-  baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds).
+  baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds), within
+  one (dataset, verifier) set: a run whose acceptance decisions saw a perfect verifier (`gold`)
+  never sits among the noisy-judge points.
+- Intervals: item-level bootstrap (`evaluation.statistics.ItemBootstrap`) of accuracy and cost per
+  item, seeds resampled too where a method ran several; one set of resamples per dataset, so every
+  method is resampled on the same items (paired). Study points take their item-level values from
+  `results/outcomes/<study>.parquet`; a point without outcomes has null intervals.
+- dominated_by: for a learned method, the cheapest baseline point (single, mixture, cascade) of its
+  set that costs no more and is at least as accurate at the method's best-accuracy point, one of the
+  two strictly. vs_best_single: a paired bootstrap test of that point's accuracy against the most
+  accurate single solver costing no more.
 - Hull: a method's points made non-decreasing and concave (random mixtures of operating points
   realise every segment between them).
 - AIQ: the mean of a method's hull, anchored at (0 $, 0 %) (abstaining), over the cost interval from
@@ -24,14 +35,21 @@ Definitions (all on one split, default `test`):
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from delegation_lab.config import FrontierParams
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
+from delegation_lab.evaluation.verifier import Verifier
 
-POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item", "solver_set", "run_id"]
+POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
+                 "solver_set", "run_id", "verifier"]
+BASELINE_KINDS = ("single", "mixture", "cascade")
+# the verifier of library calls that name none (the rates the label stage measures are the stage's default)
+DEFAULT_VERIFIER = Verifier("judge", 0.02, 0.03, source="configured")
 
 
 @dataclass(frozen=True)
@@ -41,6 +59,11 @@ class SolverMatrix:
     solvers: list[str]
     correct: np.ndarray  # bool [n_items, n_solvers]
     cost: np.ndarray  # float [n_items, n_solvers]
+    item_ids: list[str] = field(default_factory=list)  # sorted; the order of every item-level vector
+
+    def __post_init__(self) -> None:
+        if not self.item_ids:
+            object.__setattr__(self, "item_ids", [f"item{i}" for i in range(self.correct.shape[0])])
 
     @classmethod
     def from_labeled(cls, labeled: pl.DataFrame) -> SolverMatrix:
@@ -50,7 +73,8 @@ class SolverMatrix:
         missing = wide_c.select(pl.exclude("item_id")).null_count().sum_horizontal().item()
         if missing:
             raise ValueError(f"{missing} (item, solver) labels are missing on the frontier split")
-        return cls(solvers, wide_c.select(solvers).to_numpy().astype(bool), wide_k.select(solvers).to_numpy().astype(float))
+        return cls(solvers, wide_c.select(solvers).to_numpy().astype(bool), wide_k.select(solvers).to_numpy().astype(float),
+                   wide_c["item_id"].to_list())
 
     def accuracy(self) -> np.ndarray:
         return self.correct.mean(axis=0)
@@ -59,16 +83,26 @@ class SolverMatrix:
         return self.cost.mean(axis=0)
 
 
-def _row(method: str, kind: str, acc: float, cost: float, calls: float, solvers: list[str], op: str = "default", seed: int = 0) -> dict:
+@dataclass
+class Point:
+    """One baseline point with its item-level values ([n_seeds, n_items]) for the bootstrap."""
+
+    row: dict
+    correct: np.ndarray
+    cost: np.ndarray
+
+
+def _row(method: str, kind: str, acc: float, cost: float, calls: float, solvers: list[str], verifier: str,
+         op: str = "default", seed: int = 0) -> dict:
     return {
         "study": "baselines", "method": method, "operating_point": op, "kind": kind, "seed": seed,
         "accuracy": float(acc), "cost_per_item_usd": float(cost), "calls_per_item": float(calls),
-        "solver_set": ",".join(solvers), "run_id": None,
+        "solver_set": ",".join(solvers), "run_id": None, "verifier": verifier,
     }
 
 
-def cascade_outcome(m: SolverMatrix, order: list[int], fp: float, fn: float, rng: np.random.Generator) -> tuple[float, float, float]:
-    """(accuracy, cost per item, calls per item) of one cascade under one draw of judge noise."""
+def cascade_items(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per item: (correct, cost, calls) of one cascade under verifier seed `seed`."""
     n = m.correct.shape[0]
     done = np.zeros(n, dtype=bool)
     final = np.zeros(n, dtype=bool)
@@ -79,36 +113,50 @@ def cascade_outcome(m: SolverMatrix, order: list[int], fp: float, fn: float, rng
         cost[active] += m.cost[active, s]
         calls[active] += 1
         right = m.correct[:, s]
-        says_right = np.where(right, rng.random(n) >= fn, rng.random(n) < fp)
-        stop = active & (says_right | (pos == len(order) - 1))
+        accepted = verifier.accepts(m.solvers[s], m.item_ids, right, seed)
+        stop = active & (accepted | (pos == len(order) - 1))
         final[stop] = right[stop]
         done |= stop
+    return final, cost, calls
+
+
+def cascade_outcome(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[float, float, float]:
+    """(accuracy, cost per item, calls per item) of one cascade under one verifier seed."""
+    final, cost, calls = cascade_items(m, order, verifier, seed)
     return float(final.mean()), float(cost.mean()), float(calls.mean())
 
 
-def baseline_points(m: SolverMatrix, params: FrontierParams) -> pl.DataFrame:
+def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier) -> list[Point]:
     acc, cost = m.accuracy(), m.mean_cost()
-    rows = [_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s]) for i, s in enumerate(m.solvers)]
+    name = verifier.name
+    pts = [Point(_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s], name), m.correct[None, :, i] * 1.0, m.cost[None, :, i])
+           for i, s in enumerate(m.solvers)]
     for i, j in itertools.combinations(range(len(m.solvers)), 2):
         pair = [m.solvers[i], m.solvers[j]]
         for k in range(1, params.mixture_points + 1):
             p = k / (params.mixture_points + 1)
-            rows.append(_row(f"mix:{pair[0]}+{pair[1]}", "mixture", p * acc[i] + (1 - p) * acc[j],
-                             p * cost[i] + (1 - p) * cost[j], 1.0, pair, op=f"p={p:.2f}"))
+            pts.append(Point(_row(f"mix:{pair[0]}+{pair[1]}", "mixture", p * acc[i] + (1 - p) * acc[j],
+                                  p * cost[i] + (1 - p) * cost[j], 1.0, pair, name, op=f"p={p:.2f}"),
+                             (p * m.correct[:, i] + (1 - p) * m.correct[:, j])[None], (p * m.cost[:, i] + (1 - p) * m.cost[:, j])[None]))
     by_cost = sorted(range(len(m.solvers)), key=lambda s: cost[s])
-    noise = params.cascade
     for length in range(2, len(m.solvers) + 1):
         for order in itertools.combinations(by_cost, length):
             names = [m.solvers[s] for s in order]
-            for seed in range(noise.seeds):
-                a, c, calls = cascade_outcome(m, list(order), noise.false_positive_rate, noise.false_negative_rate,
-                                              np.random.default_rng([noise.seed, seed, *order]))
-                rows.append(_row("cascade:" + ">".join(names), "cascade", a, c, calls, names, seed=seed))
+            seeds = range(params.cascade.seeds) if verifier.kind == "judge" else range(1)
+            runs = [cascade_items(m, list(order), verifier, seed) for seed in seeds]
+            for seed, (c, k, calls) in zip(seeds, runs, strict=True):
+                pts.append(Point(_row("cascade:" + ">".join(names), "cascade", c.mean(), k.mean(), calls.mean(), names, name, seed=seed),
+                                 c[None] * 1.0, k[None]))
     any_right = m.correct.any(axis=1)
     cheapest_right = np.where(m.correct, m.cost, np.inf).min(axis=1)
     oracle_cost = np.where(any_right, cheapest_right, m.cost.min(axis=1))
-    rows.append(_row("oracle", "oracle", any_right.mean(), oracle_cost.mean(), 1.0, m.solvers))
-    return pl.DataFrame(rows, schema_overrides={"run_id": pl.String})
+    pts.append(Point(_row("oracle", "oracle", any_right.mean(), oracle_cost.mean(), 1.0, m.solvers, "oracle"),
+                     any_right[None] * 1.0, oracle_cost[None]))
+    return pts
+
+
+def baseline_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier = DEFAULT_VERIFIER) -> pl.DataFrame:
+    return pl.DataFrame([p.row for p in baseline_item_points(m, params, verifier)], schema_overrides={"run_id": pl.String})
 
 
 def pareto_mask(cost: np.ndarray, acc: np.ndarray) -> np.ndarray:
@@ -183,9 +231,17 @@ def cpt(points: list[tuple[float, float]], a: Anchors, level: float) -> float | 
     return float(c[reached[0]]) if len(reached) else None
 
 
+
+
+# ------------------------------------------------------------------------------------------------
+# points, intervals and the per-method summary
+
+POINT_KEYS = ["study", "method", "operating_point", "dataset", "verifier"]
+
+
 def aggregate(points: pl.DataFrame) -> pl.DataFrame:
-    """Mean and spread over seeds per (study, method, operating_point) and, when points name one, dataset."""
-    keys = ["study", "method", "operating_point"] + (["dataset"] if "dataset" in points.columns else [])
+    """Mean and spread over seeds per (study, method, operating_point, dataset, verifier)."""
+    keys = [k for k in POINT_KEYS if k in points.columns]
     return (
         points.group_by(keys, maintain_order=True)
         .agg(
@@ -202,56 +258,184 @@ def aggregate(points: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float]) -> dict:
-    """Per method: best accuracy and its cost, AIQ, APGR, CPT(levels); plus the anchors and oracle."""
+@dataclass
+class ItemValues:
+    """Item-level values of every point ([n_seeds, n_items] correct and cost) and one bootstrap per
+    dataset, so points on the same items are resampled together (paired)."""
+
+    intervals: IntervalParams
+    items: dict[str, list[str]] = field(default_factory=dict)  # dataset -> item order
+    values: dict[tuple, tuple[np.ndarray, np.ndarray, list[str]]] = field(default_factory=dict)
+    _boots: dict[tuple[str, int], ItemBootstrap] = field(default_factory=dict)
+
+    def add(self, key: tuple, correct: np.ndarray, cost: np.ndarray, item_ids: list[str]) -> None:
+        if key in self.values:  # another seed of the same point (cascade judge draws)
+            c0, k0, ids = self.values[key]
+            self.values[key] = (np.vstack([c0, correct]), np.vstack([k0, cost]), ids)
+        else:
+            self.values[key] = (np.atleast_2d(correct), np.atleast_2d(cost), item_ids)
+
+    def add_outcomes(self, outcomes: pl.DataFrame) -> None:
+        for key, g in outcomes.group_by(POINT_KEYS, maintain_order=True):
+            ids = sorted(g["item_id"].unique().to_list())
+            seeds = sorted(g["seed"].unique().to_list())
+            col = {item: n for n, item in enumerate(ids)}
+            row = {seed: n for n, seed in enumerate(seeds)}
+            r = np.fromiter((row[s] for s in g["seed"].to_list()), dtype=np.int64, count=g.height)
+            c = np.fromiter((col[i] for i in g["item_id"].to_list()), dtype=np.int64, count=g.height)
+            correct = np.full((len(seeds), len(ids)), np.nan)
+            cost = np.full((len(seeds), len(ids)), np.nan)
+            correct[r, c] = g["correct"].to_numpy()
+            cost[r, c] = g["cost_usd"].to_numpy()
+            if np.isnan(correct).any():
+                raise ValueError(f"outcomes of {'/'.join(map(str, key[:3]))}: its seeds cover different items")
+            self.values[tuple(key)] = (correct, cost, ids)
+
+    def bootstrap(self, dataset: str, ids: list[str]) -> ItemBootstrap:
+        paired = self.items.get(dataset) == ids
+        key = (dataset, -1) if paired else (dataset, len(ids))
+        if key not in self._boots:
+            p = self.intervals
+            self._boots[key] = ItemBootstrap(len(ids), p.resamples, p.confidence, p.seed)
+        return self._boots[key]
+
+    def interval(self, key: tuple) -> tuple[float | None, float | None, float | None, float | None]:
+        if key not in self.values:
+            return None, None, None, None
+        c, k, ids = self.values[key]
+        boot = self.bootstrap(key[3], ids)
+        return (*boot.interval(c), *boot.interval(k))
+
+    def paired_accuracy(self, a: tuple, b: tuple) -> dict | None:
+        """Paired bootstrap of accuracy(a) - accuracy(b) when both cover the same items."""
+        if a not in self.values or b not in self.values or self.values[a][2] != self.values[b][2]:
+            return None
+        boot = self.bootstrap(a[3], self.values[a][2])
+        return {k: round(v, 6) for k, v in paired_bootstrap(boot, self.values[a][0], self.values[b][0]).items()}
+
+
+def _key(row: dict) -> tuple:
+    return tuple(row[k] for k in POINT_KEYS)
+
+
+def _point_name(row: dict) -> str:
+    name = row["method"] if row["study"] == "baselines" else f"{row['study']}/{row['method']}"
+    return name if row["operating_point"] == "default" else f"{name}@{row['operating_point']}"
+
+
+def dominating_baseline(best: dict, contenders: pl.DataFrame) -> dict | None:
+    """The cheapest baseline point that costs no more than `best` and is at least as accurate, one strictly."""
+    c, a = best["cost_per_item_usd"], best["accuracy"]
+    dom = contenders.filter(
+        pl.col("kind").is_in(BASELINE_KINDS) & (pl.col("cost_per_item_usd") <= c) & (pl.col("accuracy") >= a)
+        & ((pl.col("cost_per_item_usd") < c) | (pl.col("accuracy") > a))
+    ).sort(["cost_per_item_usd", "accuracy"], descending=[False, True])
+    return dom.row(0, named=True) if dom.height else None
+
+
+def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], values: ItemValues, main_verifier: str) -> dict:
+    """Per method: best accuracy and its cost with intervals, its verifier, AIQ, APGR, CPT(levels),
+    and for learned methods `dominated_by` and a paired test against the best single solver."""
     acc, cost = m.accuracy(), m.mean_cost()
     weak = int(np.argmin(cost))
     strong = int(np.argmax(acc))
     anchors = Anchors(float(cost[weak]), float(acc[weak]), float(cost[strong]), float(acc[strong]))
     c_lo, c_hi = float(cost.min()), float(cost.max())
     methods = {}
-    for (study, method), g in frontier.group_by(["study", "method"], maintain_order=True):
+    for (study, method, verifier), g in frontier.group_by(["study", "method", "verifier"], maintain_order=True):
         pts = list(zip(g["cost_per_item_usd"].to_list(), g["accuracy"].to_list(), strict=True))
         best = g.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).row(0, named=True)
         key = method if study == "baselines" else f"{study}/{method}"
-        methods[key] = {
+        if verifier not in (main_verifier, "oracle"):
+            key = f"{key} [{verifier}]"
+        entry = {
             "kind": best["kind"],
+            "verifier": verifier,
             "best_accuracy": round(best["accuracy"], 6),
             "best_accuracy_cost_per_item_usd": best["cost_per_item_usd"],
+            "best_operating_point": best["operating_point"],
+            "accuracy_ci": _pair(best["accuracy_ci_low"], best["accuracy_ci_high"]),
+            "cost_ci": _pair(best["cost_ci_low"], best["cost_ci_high"]),
             "aiq": round(aiq(pts, c_lo, c_hi), 6),
             "apgr": round(apgr(pts, anchors), 6),
             **{f"cpt{round(level * 100)}": cpt(pts, anchors, level) for level in levels},
             "operating_points": g.height,
         }
+        if best["kind"] == "study":
+            same = frontier.filter((pl.col("verifier") == verifier) & (pl.col("study") == "baselines"))
+            dom = dominating_baseline(best, same)
+            entry["dominated_by"] = _point_name(dom) if dom else None
+            singles = same.filter((pl.col("kind") == "single") & (pl.col("cost_per_item_usd") <= best["cost_per_item_usd"]))
+            if singles.height:
+                single = singles.sort("accuracy", descending=True).row(0, named=True)
+                test = values.paired_accuracy(_key(best), _key(single))
+                entry["vs_best_single"] = {"against": single["method"], **test} if test else {"against": single["method"]}
+            else:
+                entry["vs_best_single"] = None  # every single solver costs more than this point
+        methods[key] = entry
     oracle = frontier.filter((pl.col("kind") == "oracle") & (pl.col("study") == "baselines")).row(0, named=True)
     return {
         "weak_solver": m.solvers[weak],
         "strong_solver": m.solvers[strong],
         "cost_interval_usd": [c_lo, c_hi],
-        "oracle": {"accuracy": oracle["accuracy"], "cost_per_item_usd": oracle["cost_per_item_usd"]},
+        "oracle": {"accuracy": oracle["accuracy"], "cost_per_item_usd": oracle["cost_per_item_usd"],
+                   "accuracy_ci": _pair(oracle["accuracy_ci_low"], oracle["accuracy_ci_high"])},
         "methods": methods,
     }
 
 
-def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str) -> tuple[pl.DataFrame, dict]:
+def _pair(lo: float | None, hi: float | None) -> list[float] | None:
+    return None if lo is None or hi is None or np.isnan(lo) else [round(lo, 6), round(hi, 6)]
+
+
+def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
+                   verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
+                   intervals: IntervalParams | None = None) -> tuple[pl.DataFrame, dict]:
     """The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
-    each task gets its own Pareto set, and the methods summary covers `dataset` only."""
+    each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
+    Baselines are computed under `verifier` (and under `gold` too when a study ran with it)."""
     m = SolverMatrix.from_labeled(labeled_split)
-    points = baseline_points(m, params).with_columns(pl.lit(dataset).alias("dataset"))
+    values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
+    study_points = pl.DataFrame()
     if summaries.height:
         # a study's own oracle (method `oracle` or `<env>.oracle`) is an upper bound, not a contender
         is_oracle = pl.col("method").str.split(".").list.last() == "oracle"
         study_points = summaries.filter(pl.col("split") == params.split).with_columns(
             pl.when(is_oracle).then(pl.lit("oracle")).otherwise(pl.lit("study")).alias("kind"),
             pl.col("dataset").fill_null(dataset),
+            pl.col("verifier").fill_null("unrecorded"),
         )
+    verifiers = [verifier]
+    if study_points.height and verifier.kind != "gold" and "gold" in study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list():
+        verifiers.append(Verifier("gold", source="gold labels"))
+    rows = []
+    for v in verifiers:
+        for p in baseline_item_points(m, params, v):
+            if p.row["kind"] == "oracle" and v is not verifiers[0]:
+                continue  # one oracle
+            rows.append(p.row)
+            values.add((*(p.row[k] for k in POINT_KEYS[:3]), dataset, p.row["verifier"]), p.correct, p.cost, m.item_ids)
+    points = pl.DataFrame(rows, schema_overrides={"run_id": pl.String}).with_columns(pl.lit(dataset).alias("dataset"))
+    if study_points.height:
         points = pl.concat([points, study_points.select([*POINT_COLUMNS, "dataset"])], how="vertical_relaxed")
+    if outcomes is not None and outcomes.height:
+        mine = outcomes.filter(pl.col("split") == params.split)
+        for task in mine["dataset"].unique().to_list():
+            if task != dataset:
+                values.items[task] = sorted(mine.filter(pl.col("dataset") == task)["item_id"].unique().to_list())
+        values.add_outcomes(mine)
     frontier = aggregate(points)
-    frontier = frontier.select([c for c in frontier.columns if c != "dataset"] + ["dataset"])
+    cis = [values.interval(_key(r)) for r in frontier.select(POINT_KEYS).iter_rows(named=True)]
+    frontier = frontier.with_columns(
+        pl.Series(name, [ci[i] for ci in cis], dtype=pl.Float64)
+        for i, name in enumerate(["accuracy_ci_low", "accuracy_ci_high", "cost_ci_low", "cost_ci_high"])
+    )
     mask = np.zeros(frontier.height, dtype=bool)
-    for task in frontier["dataset"].unique().to_list():
-        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task)).to_numpy()
+    for task, verdicts in frontier.select("dataset", "verifier").unique().iter_rows():
+        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task) & (frontier["verifier"] == verdicts)).to_numpy()
         mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
     frontier = frontier.with_columns(pl.Series("on_pareto", mask))
-    return frontier, summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels)
+    order = [c for c in frontier.columns if c not in ("dataset", "verifier")] + ["dataset", "verifier"]
+    frontier = frontier.select(order)
+    return frontier, summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name)

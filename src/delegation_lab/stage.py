@@ -46,6 +46,10 @@ def run_stage(
     args = parser.parse_args(argv)
     try:
         params = load_params(args.params)
+        if "torch" in sys.modules:  # the stage's library imported torch: make its numbers repeatable
+            from delegation_lab.torch_runtime import make_deterministic
+
+            make_deterministic()
         ctx = StageContext(name, params, Layout(Path(".")), Tracker(params.tracking), args)
         body(ctx)
     except ConfigError as e:

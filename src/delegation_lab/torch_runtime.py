@@ -28,6 +28,15 @@ def resolve_device(name: str, key: str = "device") -> torch.device:
     return device
 
 
+def make_deterministic(threads: int = 1) -> None:
+    """Same inputs, same numbers on a given machine: deterministic kernels only and a fixed intra-op
+    thread count (a reduction split over a varying number of threads sums in a varying order).
+    Every stage calls this when it uses torch; a study's `torch_threads` may change the count inside
+    its training loop, which is fixed by its params, never by the machine's core count."""
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(threads)
+
+
 @contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with `n` intra-op threads (None: leave torch's setting), then restore it."""
