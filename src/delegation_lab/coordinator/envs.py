@@ -33,6 +33,7 @@ correctness of the kept answer, the cost and the reward (`item_outcomes`), for i
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -123,6 +124,7 @@ class VecCoordinatorEnv:
         record: bool = False,
         auto_reset: bool = True,
         verdicts: np.ndarray | None = None,
+        map_lanes: np.ndarray | None = None,
     ):
         if table.solvers != actions.solvers:
             raise ValueError(f"table solvers {table.solvers} != action solvers {actions.solvers}")
@@ -156,6 +158,8 @@ class VecCoordinatorEnv:
             raise ValueError(f"verdicts have shape {verdicts.shape}, expected (lanes, items, solvers) = "
                              f"{(self.L, table.n_items, self.S)}")
         self._accept = verdicts  # [L, N, S] or None (gold: accepted = right)
+        # lanes that see the map features (the others get zeros there: a no-map coordinator in a map env)
+        self._map_mask = None if map_lanes is None or np.all(map_lanes) else np.asarray(map_lanes, dtype=np.float32)[:, None]
         self._lanes = np.arange(self.L)
         self._cost = table.cost
         self._expected = table.expected_cost
@@ -229,8 +233,9 @@ class VecCoordinatorEnv:
         live = (self.pos < self.packet_len)[:, None]
         parts = []
         if self.config.use_map:
-            parts.append(self._rate[items] * live)
-            parts.append((self._mcost[items] * self.lam[:, None]).astype(np.float32) * live)
+            seen = live if self._map_mask is None else live * self._map_mask
+            parts.append(self._rate[items] * seen)
+            parts.append((self._mcost[items] * self.lam[:, None]).astype(np.float32) * seen)
         onehot = np.zeros((self.L, self.K), dtype=np.float32)
         onehot[np.arange(self.L), np.minimum(self.attempt, self.K - 1)] = 1.0
         parts.append(onehot * live)
@@ -323,6 +328,27 @@ class VecCoordinatorEnv:
         else:
             next_obs = terminal_obs
         return next_obs, reward, done, terminal_obs, act
+
+    def lanes_view(self, lanes: np.ndarray) -> VecCoordinatorEnv:
+        """A finished env's lanes `lanes` as an env of their own (stats, step record, item outcomes),
+        for reporting the methods that trained side by side in one batch; it is not stepped again."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        view = copy.copy(self)
+        for name in ("seeds", "lam", "packet", "packet_len", "pos", "attempt", "tried", "episode", "t_ep", "active",
+                     "total_steps"):
+            setattr(view, name, getattr(self, name)[lanes].copy())
+        view.L = len(lanes)
+        view._lanes = np.arange(view.L)
+        view._accept = None if self._accept is None else self._accept[lanes]
+        view._map_mask = None if self._map_mask is None else self._map_mask[lanes]
+        view.stats = {k: v[lanes].copy() for k, v in self.stats.items()}
+        view._ep_acc = {k: v[lanes].copy() for k, v in self._ep_acc.items()}
+        view.item_outcomes = None if self.item_outcomes is None else {k: v[lanes].copy() for k, v in self.item_outcomes.items()}
+        if self.record is not None:
+            self.record._flush()
+            view.record = StepRecord(view.L)
+            view.record.fields = {k: [c[:, lanes] for c in v] for k, v in self.record.fields.items()}
+        return view
 
     def oracle_actions(self) -> np.ndarray:
         """Per lane, the action of highest immediate reward knowing the verdicts (the cheapest
