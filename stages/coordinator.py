@@ -5,6 +5,7 @@ the oracle and the frozen management policy, every accept / retry decision by th
 plots, trajectories, summaries and item-level outcomes for the frontier, and an MLflow child run per
 method x seed."""
 
+import re
 import time
 
 import numpy as np
@@ -119,7 +120,7 @@ def _flat(obj, prefix: str = "") -> dict[str, float]:
             out.update(_flat(value, f"{prefix}{key}/"))
         return out
     if isinstance(obj, int | float) and not isinstance(obj, bool):
-        return {prefix[:-1].replace("=", "_"): obj}
+        return {re.sub(r"[^A-Za-z0-9_\-. /]", "_", prefix[:-1]): obj}  # MLflow's allowed key characters
     return {}
 
 
