@@ -6,7 +6,7 @@ import yaml
 
 from delegation_lab.config import load_params
 from delegation_lab.data.arith import generate
-from delegation_lab.solvers.sensitivity import hardness_table, markdown
+from delegation_lab.coordinator.hardness import hardness_table, markdown
 
 from .conftest import REPO
 

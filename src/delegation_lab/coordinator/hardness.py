@@ -4,7 +4,7 @@ The weight is the share of each solver's probit noise that is the item's latent 
 every solver: at 0 their errors are independent given the difficulty, at 1 they err on the same
 items. Each solver's own accuracy does not move (the noise keeps unit variance), but the oracle's
 — the share of items some solver gets right, what any router or coordinator can at best reach —
-falls as the weight rises. `python -m delegation_lab.solvers.sensitivity [params.yaml]` prints the
+falls as the weight rises. `python -m delegation_lab.coordinator.hardness [params.yaml]` prints the
 table quoted in docs/studies/coordinator.md for the params' simulated solvers on their arith items.
 """
 
