@@ -17,8 +17,20 @@ $(VENV)/.core: $(BIN)/python pyproject.toml requirements/cpu.txt
 	$(PIP) install -c requirements/cpu.txt -e .
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.core pyproject.toml
-	$(PIP) install -c requirements/cpu.txt -e ".[dev,llamacpp]"
+# llama.cpp compiled for a baseline x86-64-v3 CPU (AVX2, FMA, F16C), not for this machine: the default
+# -march=native build of llama-cpp-python crashes (SIGSEGV in decode) on CPUs with AVX-512 / AMX.
+# --no-cache-dir: pip's wheel cache is keyed by version, not by CMAKE_ARGS, so it would hand back an
+# old native wheel; --force-reinstall: replaces a native build already in the venv (no marker yet).
+LLAMACPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF
+LLAMACPP_SPEC       := llama-cpp-python>=0.3.7
+
+$(VENV)/.llamacpp-portable: $(VENV)/.core
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(PIP) install --no-cache-dir --no-binary llama-cpp-python \
+		--force-reinstall --no-deps -c requirements/cpu.txt "$(LLAMACPP_SPEC)"
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.core $(VENV)/.llamacpp-portable pyproject.toml
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(PIP) install -c requirements/cpu.txt -e ".[dev,llamacpp]"
 	touch $@
 
 setup: $(VENV)/.core

@@ -54,8 +54,8 @@ def _short_runs(run_ids: str, keep: int = 3) -> str:
 
 
 def frontier_figure(points: pl.DataFrame) -> go.Figure:
-    """Cost per item (log x) vs accuracy: one colour per method, marker by kind, seed spread as
-    error bars, the Pareto front as a step line, the oracle as a gold star."""
+    """Cost per item (log x) vs accuracy: one colour per method, marker by kind, the item-level
+    bootstrap intervals as error bars, the Pareto front as a step line, the oracle as a gold star."""
     fig = go.Figure()
     drawn = points.filter(pl.col("cost_per_item_usd") > 0)
     order = sorted(
@@ -80,21 +80,22 @@ def frontier_figure(points: pl.DataFrame) -> go.Figure:
         label = method if study in ("baselines", "(none)") else f"{study}/{method}"
         custom = [
             [r["method"], r["operating_point"], r["study"], r["n_seeds"], _short_runs(r["run_ids"]), r["kind"],
-             r["accuracy_std"], r["cost_std"], r["calls_per_item"]]
+             _interval(r, "accuracy", ".4f"), _interval(r, "cost", ".3g"), r["calls_per_item"], r.get("verifier", "")]
             for r in g.iter_rows(named=True)
         ]
+        acc_err, cost_err = _ci_errors(g, "accuracy", "accuracy"), _ci_errors(g, "cost_per_item_usd", "cost")
         fig.add_trace(go.Scatter(
             x=g["cost_per_item_usd"].to_list(), y=g["accuracy"].to_list(), mode="markers", name=label,
             marker={"symbol": symbol, "size": size, "color": colors[method], "opacity": opacity,
                     "line": {"width": 1, "color": "#222"} if kind == "oracle" else {"width": 0}},
-            error_x={"type": "data", "array": g["cost_std"].to_list(), "visible": kind != "mixture", "thickness": 1, "width": 3},
-            error_y={"type": "data", "array": g["accuracy_std"].to_list(), "visible": kind != "mixture", "thickness": 1, "width": 3},
+            error_x={"type": "data", **cost_err, "visible": kind != "mixture", "thickness": 1, "width": 3},
+            error_y={"type": "data", **acc_err, "visible": kind != "mixture", "thickness": 1, "width": 3},
             customdata=custom,
             hovertemplate=(
                 "<b>%{customdata[0]}</b> (%{customdata[5]})<br>operating point: %{customdata[1]}"
-                "<br>study: %{customdata[2]}<br>accuracy: %{y:.4f} ± %{customdata[6]:.4f}"
-                "<br>cost/item: $%{x:.3~g} ± %{customdata[7]:.2~g}<br>calls/item: %{customdata[8]:.2f}"
-                "<br>seeds: %{customdata[3]}<br>MLflow runs: %{customdata[4]}<extra></extra>"
+                "<br>study: %{customdata[2]}<br>accuracy: %{y:.4f} %{customdata[6]}"
+                "<br>cost/item: $%{x:.3~g} %{customdata[7]}<br>calls/item: %{customdata[8]:.2f}"
+                "<br>verifier: %{customdata[9]}<br>seeds: %{customdata[3]}<br>MLflow runs: %{customdata[4]}<extra></extra>"
             ),
             legendrank=2 if kind == "oracle" else 10 + KIND_ORDER.index(kind) if kind in KIND_ORDER else 100,
         ))
@@ -110,6 +111,23 @@ def frontier_figure(points: pl.DataFrame) -> go.Figure:
         hoverlabel={"align": "left"},
     )
     return fig
+
+
+def _interval(row: dict, prefix: str, fmt: str) -> str:
+    """`[low, high]` of the point's 95 % bootstrap interval, or `(no interval)`."""
+    lo, hi = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
+    return "(no interval)" if lo is None or hi is None else f"[{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def _ci_errors(g: pl.DataFrame, value: str, prefix: str) -> dict:
+    """Plotly's asymmetric error arrays from the interval columns (zero where a point has none)."""
+    if f"{prefix}_ci_low" not in g.columns:
+        return {"array": [0.0] * g.height}
+    v = g[value].to_list()
+    lo = [x if x is not None else y for x, y in zip(g[f"{prefix}_ci_low"].to_list(), v, strict=True)]
+    hi = [x if x is not None else y for x, y in zip(g[f"{prefix}_ci_high"].to_list(), v, strict=True)]
+    return {"array": [max(0.0, h - y) for h, y in zip(hi, v, strict=True)],
+            "arrayminus": [max(0.0, y - low) for low, y in zip(lo, v, strict=True)], "symmetric": False}
 
 
 def dollar_ticks(costs: list[float]) -> dict:

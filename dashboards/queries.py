@@ -83,6 +83,8 @@ def frontier_points(
         SELECT method, operating_point, coalesce(study, '{NONE_LABEL}') AS study, kind,
                accuracy, coalesce(accuracy_std, 0) AS accuracy_std,
                cost_per_item_usd, coalesce(cost_std, 0) AS cost_std, calls_per_item, n_seeds,
+               accuracy_ci_low, accuracy_ci_high, cost_ci_low, cost_ci_high,
+               coalesce(verifier, '{NONE_LABEL}') AS verifier,
                coalesce(dataset, '{NONE_LABEL}') AS dataset,
                coalesce(solver_set, '{NONE_LABEL}') AS solver_set,
                coalesce(run_ids, '') AS run_ids, on_pareto

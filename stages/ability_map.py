@@ -5,13 +5,14 @@ import polars as pl
 
 from delegation_lab.ability import build_ability_map
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
+from delegation_lab.tables import read_items, read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
 
 
 def ability_map(ctx: StageContext) -> None:
     """Build data/ability_map.parquet, its metrics and its plot data."""
     labeled = read_labeled_answers(ctx.layout).filter(pl.col("split") == "ability")
-    table = build_ability_map(labeled, ctx.params.ability_map)
+    domains = read_items(ctx.layout)["domain"].unique().to_list()  # domain buckets numbered over every split
+    table = build_ability_map(labeled, ctx.params.ability_map, domains)
     write_parquet_atomic(table, ctx.layout.ability_map)
     metrics = {
         solver: {

@@ -36,7 +36,8 @@ def coordinator(ctx: StageContext) -> None:
     """Train, evaluate and report the coordinator study."""
     t_start = time.perf_counter()
     params = ctx.params.coordinator
-    layout, data = prepare_inputs(params, list(ctx.params.solvers), ctx.params.ability_map.bucket_edges, ctx.layout)
+    layout, data = prepare_inputs(params, list(ctx.params.solvers), ctx.params.ability_map.bucket_edges, ctx.layout,
+                                  ctx.params.ability_map.bucket_by)
     verifier = build_verifier(ctx.params.evaluation.verifier, ctx.layout.root)
     # MLflow (a child run per method x seed, per cost weight in the sweep, with per-episode curves)
     # is written by a background process while the next method trains.

@@ -18,12 +18,14 @@ from delegation_lab.credit.report import (
     DATASET,
     curve_tables,
     flat_numbers,
+    outcome_rows,
     study_metrics,
     summary_rows,
     test_frames,
     train_frames,
 )
 from delegation_lab.credit.study import MethodOutcome, run_study
+from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.torch_runtime import resolve_device
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import TrajectoryWriter, write_summaries
@@ -69,7 +71,7 @@ def credit(ctx: StageContext) -> None:
 
         study = run_study(params, progress=ctx.progress, on_method=log_method)
         t_trained = time.perf_counter()
-        metrics = study_metrics(study)
+        metrics = study_metrics(study, ctx.params.evaluation.intervals)
         metrics["setup"] = {
             "dataset": DATASET, "methods": params.method_names(), "seeds": study.seeds, "iterations": params.iterations,
             "rollouts_per_batch": params.tasks_per_batch * params.group_size, "group_size": params.group_size,
@@ -80,6 +82,7 @@ def credit(ctx: StageContext) -> None:
         parent.log_metrics(flat_numbers(metrics))
 
     write_summaries(ctx.layout, STUDY, summary_rows(study, run_ids))
+    write_outcomes(ctx.layout, STUDY, outcome_rows(study))
     rows = 0
     with TrajectoryWriter(ctx.layout, STUDY) as writer:
         for m in study.methods:
@@ -150,8 +153,9 @@ def _report(metrics: dict, study) -> None:
     for m in study.methods:
         b = metrics[m.spec.name]
         pv = method_p(m.spec)
-        print(f"credit: {m.spec.name}{'' if pv is None else f' (p={pv:g})'}: accuracy {b['accuracy']:.2f} ± "
-              f"{b['accuracy_std']:.2f} %, {b['tokens_per_task']:.0f} tokens, {b['tool_calls_per_task']:.2f} tool calls / "
+        lo, hi = b.get("accuracy_ci", (float("nan"), float("nan")))
+        print(f"credit: {m.spec.name}{'' if pv is None else f' (p={pv:g})'}: accuracy {b['accuracy']:.2f} % "
+              f"[{lo:.2f}, {hi:.2f}], {b['tokens_per_task']:.0f} tokens, {b['tool_calls_per_task']:.2f} tool calls / "
               f"question, useful {b['useful_share']:.2f} %, harmful {b['harmful_share']:.2f} %, "
               f"batch {1000 * b['train']['batch_seconds']:.0f} ms")
     t = metrics["timing"]

@@ -10,6 +10,7 @@ from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.frontier import build_frontier
 from delegation_lab.frontier_plot import plot_frontier
 from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.stage_skip import skip_reason
 from delegation_lab.store import SUMMARY_SCHEMA, frontier_path
 from delegation_lab.tables import read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
 
@@ -18,7 +19,22 @@ def read_summaries(folder: Path) -> pl.DataFrame:
     files = sorted(folder.glob("*.parquet"))
     if not files:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
-    return pl.concat([pl.read_parquet(f).select(list(SUMMARY_SCHEMA)) for f in files], how="vertical_relaxed")
+    frames = []
+    for f in files:
+        frame = pl.read_parquet(f)
+        if "verifier" not in frame.columns:  # written before rows recorded their verifier: kept apart as unrecorded
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("verifier"))
+        frames.append(frame.select(list(SUMMARY_SCHEMA)))
+    return pl.concat(frames, how="vertical_relaxed")
+
+
+def studies_run(folder: Path, ctx: StageContext) -> dict[str, dict]:
+    """Which studies put points on the frontier, and why the others did not (their metrics say `skipped`)."""
+    out = {}
+    for f in sorted(folder.glob("*.parquet")):
+        reason = skip_reason(ctx.layout.metrics(f.stem))
+        out[f.stem] = {"skipped": reason} if reason else {"ran": True, "summary_rows": pl.read_parquet(f).height}
+    return out
 
 
 def frontier(ctx: StageContext) -> None:
@@ -33,7 +49,8 @@ def frontier(ctx: StageContext) -> None:
                                     outcomes=outcomes, intervals=evaluation.intervals)
     write_parquet_atomic(table, frontier_path(ctx.layout))
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
-               "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence, **metrics}
+               "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence,
+               "studies": studies_run(ctx.layout.root / "results" / "summaries", ctx), **metrics}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
     # other tasks' points, and runs under another verifier (a perfect one), stay out of this picture

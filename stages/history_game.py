@@ -43,6 +43,7 @@ def history_game(ctx: StageContext) -> None:
     results_dir = root / "results" / STUDY
 
     runs: dict[str, MoneyRun] = {}
+    confidence = ctx.params.evaluation.intervals.confidence
     t0 = time.perf_counter()
     for condition, game in envs.items():
         bar = None
@@ -53,11 +54,13 @@ def history_game(ctx: StageContext) -> None:
         result = train_iql(game, params.iql, progress=(lambda e, b=bar: b.update(1)) if bar else None)
         if bar:
             bar.close()
-        runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window), curve_frame(result))
+        runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window, confidence), curve_frame(result))
     t_iql = time.perf_counter() - t0
     frames = {c: trajectory_frames(r.result, params.trajectory_every) for c, r in runs.items()}
 
     metrics = {
+        # its own environment: the game specs and the help game, whatever data.dataset is
+        "dataset": "own (game specs and the alternating help game; data.dataset not used)",
         "equilibria": {name: equilibria_metrics(sol) for name, sol in solutions.items()},
         "money": {**{c: r.metrics for c, r in runs.items()}, "paper": PAPER_MONEY},
         "timing": {"solve_s": round(t_solve, 3), "iql_s": round(t_iql, 3)},

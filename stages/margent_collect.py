@@ -7,10 +7,36 @@ from __future__ import annotations
 import polars as pl
 
 from delegation_lab.margent import study
+from delegation_lab.margent.schemas import AgentView
 from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.stage_skip import write_skipped
 from delegation_lab.tables import read_table, write_json_atomic, write_parquet_atomic
 
 OUT = "results/margent"
+
+
+def unsupported(pools: study.Pools, margent, dataset: str) -> str | None:
+    """Why the simulated team cannot run on these items (it solves questions from their step structure)."""
+    if margent.team != "simulated":
+        return None
+    views = [AgentView.from_item(i) for name in study.POOLS for i in getattr(pools, name)]
+    missing = sum(not v.structure for v in views)
+    if not missing:
+        return None
+    return (f"margent.team is simulated, which needs items with a step structure (arith, gsm8k); data.dataset "
+            f"{dataset!r} gives {missing} of {len(views)} item(s) without one (use margent.team: llm to run it)")
+
+
+def skip(ctx: StageContext, reason: str) -> None:
+    """Empty collection tables and a collect.json that tells margent_train and margent_eval to skip too."""
+    frame = pl.DataFrame(schema={"item_id": pl.String})
+    root = ctx.layout.root
+    for name in ("collection", "trees", "views"):
+        write_parquet_atomic(frame, root / OUT / f"{name}.parquet")
+    (root / OUT / "cache").mkdir(parents=True, exist_ok=True)
+    write_json_atomic({"skipped": reason, "dataset": ctx.params.data.dataset, "team": ctx.params.margent.team,
+                       "pool": list(ctx.params.margent.subagents)}, root / OUT / "collect.json")
+    write_skipped(ctx.layout, "margent_collect", reason, extra_metrics={"dataset": ctx.params.data.dataset})
 
 
 def collect(ctx: StageContext) -> None:
@@ -20,6 +46,10 @@ def collect(ctx: StageContext) -> None:
     train = read_table(ctx.layout.items("train"), "train items")
     test = read_table(ctx.layout.items("test"), "test items")
     pools = study.sample_pools(train, test, margent.collect)
+    reason = unsupported(pools, margent, ctx.params.data.dataset)
+    if reason:
+        skip(ctx, reason)
+        return
     for name in study.POOLS:  # fail on an unsupported dataset before any call is made
         study.agent_views(getattr(pools, name), margent, ctx.params.data.dataset)
     cache_dir = root / OUT / "cache"

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
 from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.stage_skip import skip_reason, write_skipped
+from delegation_lab.store import SUMMARY_SCHEMA
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
 
@@ -18,14 +22,29 @@ def evaluate(ctx: StageContext) -> None:
     """Write metrics/margent.json, plots/margent/, the margent trajectories and summaries."""
     margent = ctx.params.margent
     root = ctx.layout.root
+    reason = skip_reason(root / OUT / "collect.json")
+    if reason:  # margent_collect skipped: no trees to evaluate, no summary rows for the frontier
+        write_skipped(
+            ctx.layout, "margent", reason, extra_metrics={"dataset": ctx.params.data.dataset},
+            tables={"results/summaries/margent.parquet": SUMMARY_SCHEMA}, dirs=["results/trajectories/study=margent"],
+            figures=["plots/margent/margent.png"],
+            csvs={"plots/margent/operating_points.csv": ["method", "calls", "accuracy"],
+                  "plots/margent/rho_seeds.csv": ["rho", "seed", "calls", "accuracy"],
+                  "plots/margent/table1.csv": ["depth", "accuracy"], "plots/margent/table2.csv": ["agent", "net_value"],
+                  "plots/margent/rescue_by_difficulty.csv": ["difficulty", "probability"]},
+        )
+        return
     collection = read_table(root / OUT / "collection.parquet", "MARGENT collection")
     trees = read_table(root / OUT / "trees.parquet", "MARGENT evaluation trees")
     meta = json.loads((root / OUT / "collect.json").read_text())
     net, grid, _ = study.load_managers(root / OUT / "managers.pt")
     if meta["pool"] != list(margent.subagents):
         raise InputError(f"{OUT}/collect.json: collected with pool {meta['pool']}, params say {margent.subagents}; rerun margent_collect")
-    got = study.evaluate_all(collection, trees, net, grid, margent)
-    metrics = {**got.metrics, "dataset": meta["dataset"], "team": meta["team"]}
+    # no MARGENT method consults a verifier; its rows carry the shared one's name (see report.summary_rows)
+    verifier = build_verifier(ctx.params.evaluation.verifier, root)
+    got = study.evaluate_all(collection, trees, net, grid, margent, ctx.params.evaluation.intervals)
+    metrics = {**got.metrics, "dataset": meta["dataset"], "team": meta["team"],
+               "verifier": verifier.describe() | {"used_for_acceptance": False}}
 
     run_ids: dict[tuple[str, str, int], str] = {}
     with ctx.tracker.stage_run("margent", "margent_eval", {"eval": margent.eval}) as run:
@@ -44,7 +63,8 @@ def evaluate(ctx: StageContext) -> None:
                 name = method.name if method.name != "margent" else f"margent-{method.operating_point.replace('=', '')}"
                 for k, seed in enumerate(method.seeds):
                     writer.add(name, seed, report.walk_rows(got.test, method, k))
-        write_summaries(ctx.layout, "margent", report.summary_rows(got.methods, meta["dataset"], meta["solver_set"], run_ids))
+        write_summaries(ctx.layout, "margent", report.summary_rows(got.methods, meta["dataset"], meta["solver_set"], run_ids, verifier.name))
+        write_outcomes(ctx.layout, "margent", report.outcome_rows(got.methods, got.test.item_ids, meta["dataset"], verifier.name))
         write_json_atomic(metrics, ctx.layout.metrics("margent"))
         plots = ctx.layout.plots("margent")
         write_csv_atomic(report.operating_points(metrics), plots / "operating_points.csv")

@@ -8,6 +8,7 @@ import polars as pl
 from delegation_lab.margent import study
 from delegation_lab.margent.params import rho_label
 from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.stage_skip import skip_reason, write_skipped
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
 
 OUT = "results/margent"
@@ -17,6 +18,11 @@ def train(ctx: StageContext) -> None:
     """Write results/margent/sft/rho=<ρ>.jsonl and results/margent/managers.pt."""
     margent = ctx.params.margent
     root = ctx.layout.root
+    reason = skip_reason(root / OUT / "collect.json")
+    if reason:  # margent_collect skipped: nothing to train on
+        write_skipped(ctx.layout, "margent_train", reason, dirs=[f"{OUT}/sft"], files=[f"{OUT}/managers.pt"],
+                      csvs={"plots/margent/train_loss.csv": ["epoch", "rho", "seed", "loss"]})
+        return
     collection = read_table(root / OUT / "collection.parquet", "MARGENT collection")
     views = read_table(root / OUT / "views.parquet", "MARGENT views")
     sft_dir = root / OUT / "sft"

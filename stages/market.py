@@ -16,10 +16,12 @@ import polars as pl
 import torch
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.verifier import Verifier, build_verifier
 from delegation_lab.market.answers import solver_matrices
 from delegation_lab.market.params import MarketParams, market_cells
 from delegation_lab.market.plots import plot_answers_frontier, plot_chain_curves, plot_chain_density, plot_chain_prices
-from delegation_lab.market.report import answers_metrics, chain_metrics, summary_rows, write_plot_tables
+from delegation_lab.market.report import answers_metrics, chain_metrics, outcome_rows, summary_rows, write_plot_tables
 from delegation_lab.market.study import SweepResult, WorldResult, operating_point, run_answers, run_chain
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import SUMMARY_SCHEMA, TrajectoryWriter, write_summaries
@@ -28,7 +30,7 @@ from delegation_lab.tables import read_labeled_answers, write_json_atomic
 STUDY = "market"
 
 
-def check_inputs(ctx: StageContext) -> tuple[MarketParams, list[str], dict | None, int]:
+def check_inputs(ctx: StageContext) -> tuple[MarketParams, list[str], dict | None, int, Verifier | None]:
     """Every check that can fail, before any market runs."""
     params = ctx.params.market
     device = params.device
@@ -43,10 +45,11 @@ def check_inputs(ctx: StageContext) -> tuple[MarketParams, list[str], dict | Non
     if unknown:
         raise InputError(f"market.answers.solvers: unknown solver(s) {unknown}; params `solvers` defines {sorted(ctx.params.solvers)}")
     if not params.answers.enabled:
-        return params, solvers, None, 0
+        return params, solvers, None, 0, None
     labeled = read_labeled_answers(ctx.layout)
     matrices, n_buckets = solver_matrices(labeled, solvers)
-    return params, solvers, matrices, n_buckets
+    verifier = build_verifier(ctx.params.evaluation.verifier, ctx.layout.root)
+    return params, solvers, matrices, n_buckets, verifier
 
 
 def progress_bars(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
@@ -129,11 +132,11 @@ def single_solver_points(matrices: dict, solvers: list[str]) -> pl.DataFrame:
 
 def market(ctx: StageContext) -> None:
     """Run both sweeps and write every output."""
-    params, solvers, matrices, n_buckets = check_inputs(ctx)
+    params, solvers, matrices, n_buckets, verifier = check_inputs(ctx)
     progress = progress_bars(ctx.progress)
     started = time.perf_counter()
     chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
-    answers = run_answers(params, matrices, n_buckets, solvers, progress) if matrices is not None else SweepResult([], {})
+    answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
     seconds = time.perf_counter() - started
     worlds = chain.worlds + answers.worlds
     layout = ctx.layout
@@ -147,9 +150,10 @@ def market(ctx: StageContext) -> None:
             write_summaries(layout, STUDY, summary_rows(answers.worlds, run_ids, ctx.params.data.dataset, solvers))
         else:
             write_summaries(layout, STUDY, pl.DataFrame(schema=SUMMARY_SCHEMA))
+        write_outcomes(layout, STUDY, outcome_rows(answers.worlds, ctx.params.data.dataset))
         metrics = {
-            "chain": chain_metrics(chain.worlds) if chain.worlds else {},
-            "answers": answers_metrics(answers.worlds) if answers.worlds else {},
+            "chain": chain_metrics(chain.worlds, ctx.params.evaluation.intervals.confidence) if chain.worlds else {},
+            "answers": answers_metrics(answers.worlds, ctx.params.evaluation.intervals) if answers.worlds else {},
             "run": {
                 "seeds": params.seeds,
                 "cells": [f"{p}/{b}" for p, b in market_cells(list(params.protocols), list(params.bidders))],
@@ -161,6 +165,7 @@ def market(ctx: StageContext) -> None:
         if answers.worlds:
             metrics["answers"]["reward_unit_usd"] = answers.worlds[0].reward_usd / answers.worlds[0].multiple
             metrics["answers"]["solvers"] = solvers
+            metrics["verifier"] = verifier.describe() | {"step": params.answers.verifier.enabled, "summaries": answers.worlds[0].verifier}
         write_json_atomic(metrics, layout.metrics(STUDY))
         write_plot_tables(worlds, plots)
         pictures = []

@@ -1,7 +1,8 @@
 """Stage `redref`: REDEREF (seed 003) — RQ1 efficiency, RQ2 specialization, RQ3 impairment, the
 judge-noise sweep (Theorem 3.1), and Thompson-sampling delegation on the cached solver answers
-(summary rows for the frontier). Writes metrics/redref.json, plots/redref/, trajectories and
-results/summaries/redref.parquet; logs MLflow experiment `redref`."""
+(summary rows for the frontier; the shared `evaluation.verifier` judges every cached answer). Writes
+metrics/redref.json, plots/redref/, trajectories, results/summaries/redref.parquet and the item-level
+results/outcomes/redref.parquet; logs MLflow experiment `redref`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, write_outcomes
+from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
 from delegation_lab.redref.memory import EmbeddingCache, HashingEmbedder, load_embedder, similarity
@@ -48,12 +51,13 @@ def redref(ctx: StageContext) -> None:
     layout = ctx.layout
     phases = Phases()
     # -- inputs first: a bad cache or solver name fails before any work ---------------------------
-    cached_inputs = None
+    cached_inputs = verifier = None
     if params.cached.enabled:
         labeled = read_labeled_answers(layout)
         labels = read_table(layout.labels, "labels")
         items = read_items(layout, ("train", "test")).select("item_id", "question")
         cached_inputs = ex.cached_inputs(labeled, items, params, list(ctx.params.solvers))
+        verifier = build_verifier(ctx.params.evaluation.verifier, layout.root, labels)
     embedder = load_embedder(params.embedding, params.hashing_dim)
     if not isinstance(embedder, HashingEmbedder):  # model embeddings are cached across runs (data/redref/)
         embedder = EmbeddingCache(embedder, layout.root / "data" / "redref")
@@ -78,16 +82,19 @@ def redref(ctx: StageContext) -> None:
           f"success {rq1['success_redref']:.2f} % vs {rq1['success_random']:.2f} % (random)")
 
     cached_out, summary_rows, points = {}, [], []
+    cached_outcomes = pl.DataFrame(schema=OUTCOME_SCHEMA)
     if cached_inputs is not None:
         emb = embedder.encode(cached_inputs.questions)
         phases.done("embed the cached items")
-        cached_out = ex.run_cached(cached_inputs, similarity(emb, emb), params)
-        summary_rows, cached_metrics = ex.cached_summary(cached_out, cached_inputs, params)
+        cached_out = ex.run_cached(cached_inputs, similarity(emb, emb), params, verifier)
+        summary_rows, cached_metrics, cached_outcomes = ex.cached_summary(cached_out, cached_inputs, params, ctx.params.evaluation.intervals)
+        cached_outcomes = cached_outcomes.with_columns(study=pl.lit(STUDY), dataset=pl.lit(ctx.params.data.dataset), verifier=pl.lit(verifier.name))
         points = ex.operating_points(params, cached_inputs)
         metrics["cached"] = {
             "solvers": cached_inputs.arms.solvers, "n_test_items": cached_inputs.n_test, "warm_start": cached_inputs.n_warm,
             "mean_cost_usd": {k: round(v, 8) for k, v in cached_inputs.mean_cost.items()},
-            "judge": ex.calibrate_cached_judge(labeled, labels, params), **cached_metrics,
+            "verifier": verifier.describe(),
+            "judge": ex.calibrate_cached_judge(labeled, labels, params, verifier), **cached_metrics,
         }
 
         phases.done("route the cached items")
@@ -145,11 +152,13 @@ def redref(ctx: StageContext) -> None:
         if cached_inputs is not None:
             write_summaries(layout, STUDY, [
                 {**r, "study": STUDY, "split": "test", "return": None, "dataset": ctx.params.data.dataset,
-                 "solver_set": ",".join(cached_inputs.arms.solvers), "run_id": run_ids.get((r["method"], r["seed"]))}
+                 "solver_set": ",".join(cached_inputs.arms.solvers), "run_id": run_ids.get((r["method"], r["seed"])),
+                 "verifier": verifier.name}
                 for r in summary_rows
             ])
         else:  # redref.cached.enabled is false: no frontier points, but the declared outputs exist
             write_summaries(layout, STUDY, pl.DataFrame(schema=SUMMARY_SCHEMA))
+        write_outcomes(layout, STUDY, cached_outcomes)
 
         phases.done("MLflow runs and summaries")
 

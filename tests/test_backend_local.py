@@ -18,7 +18,7 @@ from delegation_lab.solvers import build_backend, build_solver
 from delegation_lab.solvers.pricing import cost_usd
 from delegation_lab.solvers.prompts import JUDGE, MATH_COT
 
-from .conftest import needs_llamacpp
+from .conftest import cpu_simd_flags, needs_llamacpp
 
 PRICE = {"input_usd_per_mtok": 0.05, "output_usd_per_mtok": 0.10}
 MAX_TOKENS = 12
@@ -56,6 +56,18 @@ def llama_prompt_tokens(llm, messages: list[dict[str, str]]) -> int:
     prompt = formatter(messages=messages).prompt
     add_bos = llm.metadata.get("tokenizer.ggml.add_bos_token") == "true"
     return len(llm.tokenize(prompt.encode(), add_bos=add_bos, special=True))
+
+
+@needs_llamacpp
+def test_llamacpp_answers_on_the_cpu_it_runs_on(llama_solver, items):
+    """The build decodes on this CPU (a -march=native build segfaults in decode on AVX-512 / AMX
+    CPUs: the `native` marker then fails this test naming SIGSEGV and the CPU's flags)."""
+    import llama_cpp
+
+    answer = llama_solver.solve(items[:1])[0]
+    where = f"CPU AVX-512/AMX flags: {cpu_simd_flags()}; llama.cpp: {llama_cpp.llama_print_system_info().decode()}"
+    assert answer.error is None, f"{answer.error}; {where}"
+    assert answer.answer_text.strip() and answer.tokens_out > 0, where
 
 
 @needs_llamacpp

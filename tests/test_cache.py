@@ -1,20 +1,22 @@
-"""The answer cache: no answer paid twice, error retries, and resuming after SIGKILL."""
+"""The answer cache: no answer paid twice, error retries, resuming after SIGKILL, and its lock."""
 
 from __future__ import annotations
 
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import polars as pl
+import pytest
 import yaml
 
 from delegation_lab.config import DataParams, SolverParams, load_params
 from delegation_lab.data import build_items
 from delegation_lab.solvers.base import Generation, Request, Solver
-from delegation_lab.solvers.cache import KEY, AnswerCache
+from delegation_lab.solvers.cache import KEY, AnswerCache, CacheLocked
 
 from .conftest import BIN, REPO, env_with_venv, make_project, run
 
@@ -110,3 +112,27 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path):
     assert kept.height == before.height  # no completed answer lost
     assert (kept["created_at"] == kept["created_at_after"]).all()
     assert not journal.exists()
+
+
+def test_fill_holds_a_lock_that_a_killed_holder_never_leaves_stale(tmp_path: Path):
+    solver = solver_with(FlakyBackend(set()))
+    requests = [solver.request(i) for i in ITEMS[:5]]
+    cache = AnswerCache(tmp_path / "X.parquet", tmp_path / "journal")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path\n"
+         "from delegation_lab.solvers.file_lock import exclusive_lock\n"
+         "with exclusive_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+         str(cache.lock_path)],
+        env=env_with_venv(), stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(CacheLocked, match=f"{cache.lock_path} still held after 0.2 s"):
+            cache.fill(solver, requests, progress=False, lock_wait_s=0.2)
+        assert not (tmp_path / "X.parquet").exists()  # nothing was sent or written without the lock
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    run_after = cache.fill(solver, requests, progress=False, lock_wait_s=0)  # the kernel dropped the dead holder's lock
+    assert run_after.backend_calls == 5 and run_after.answered == 5
+    assert not cache.lock_path.exists()  # removed on release: no stray file inside a DVC out

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from delegation_lab.config import Params, load_params, parse_params
+from delegation_lab.config import Params, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.params_docs import render_params_docs, undocumented
 
@@ -70,6 +70,23 @@ def test_bad_yaml_names_line(tmp_path: Path):
     with pytest.raises(ConfigError) as err:
         load_params(bad)
     assert "line" in str(err.value) and str(bad) in str(err.value)
+
+
+def test_duplicate_yaml_key_names_the_key_and_both_lines(tmp_path: Path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("data:\n  seed: 1\n  test_size: 50\n  seed: 2\nlabel: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_params(bad)
+    assert "key 'seed' appears twice in one mapping: line 2 and line 4" in str(err.value) and str(bad) in str(err.value)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "twice.yaml").write_text("data: {test_size: 5, test_size: 6}\n")
+    bad.write_text((REPO / "params.yaml").read_text())
+    proc = run([str(BIN / "dlab"), "params", "profile", "twice"], tmp_path, check=False)
+    assert proc.returncode == 2 and "key 'test_size' appears twice in one mapping: line 1 and line 1" in proc.stderr
+    # the same key in different mappings, and merge keys overriding merged ones, are fine
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("a: &base {x: 1, y: 2}\nb:\n  <<: *base\n  x: 3\nc: {x: 4}\n")
+    assert read_yaml(ok) == {"a": {"x": 1, "y": 2}, "b": {"x": 3, "y": 2}, "c": {"x": 4}}
 
 
 def test_stage_exits_2_before_any_work(tmp_path: Path):

@@ -57,6 +57,13 @@ def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
     assert set(m["p_sweep"]) >= {"p=0", "p=0.5", "p=1", "paper"}
     assert m["p_sweep"]["p=0"]["coalitions_per_batch"] == 0 < m["p_sweep"]["p=0.5"]["coalitions_per_batch"]
     assert m["gaps"]["sharp_minus_no_shapley"] == pytest.approx(m["sharp"]["accuracy"] - m["no_shapley"]["accuracy"])
+    # intervals: item (question x seed) bootstrap per method, a paired test per gap
+    for method in SMOKE_METHODS:
+        lo, hi = m[method]["accuracy_ci"]
+        assert lo <= m[method]["accuracy"] <= hi < lo + 30
+    lo, hi = m["gaps"]["sharp_minus_worker_only_ci"]
+    assert lo <= m["gaps"]["sharp_minus_worker_only"] <= hi and 0 <= m["gaps"]["sharp_minus_worker_only_p_value"] <= 1
+    assert m["verifier"] == "environment"
     rows = {r["metric"]: r for r in paper_vs_ours(m)}
     assert rows["sharp.accuracy"]["paper"] == 50.76 and rows["sharp.accuracy"]["ours"] == m["sharp"]["accuracy"]
     assert rows["p_sweep.p=1.tokens_per_task"]["paper"] == 8300.0
@@ -76,6 +83,16 @@ def test_summaries_are_on_their_own_dataset(stage_root):
     sharp = test.filter(pl.col("method") == "sharp")
     assert 100 * sharp["accuracy"].mean() == pytest.approx(m["sharp"]["accuracy"])
     assert sharp["cost_per_item_usd"].mean() == pytest.approx(m["sharp"]["tokens_per_task"] * 0.2 / 1e6)
+    assert set(s["verifier"]) == {"environment"}
+    # outcomes: every test row's questions (a question's share of right replicates), same keys and means
+    out = pl.read_parquet(stage_root / "results" / "outcomes" / "credit.parquet")
+    keys = ["method", "operating_point", "seed"]
+    per = out.group_by(keys).agg(pl.col("correct").mean().alias("acc"), pl.col("cost_usd").mean().alias("cost"), pl.len().alias("n"))
+    joined = test.join(per, on=keys)
+    assert joined.height == test.height and (joined["n"] == 100).all()
+    assert ((joined["acc"] - joined["accuracy"]).abs() < 1e-9).all()
+    assert ((joined["cost"] - joined["cost_per_item_usd"]).abs() < 1e-12).all()
+    assert out["item_id"][0].startswith("mhq-test-")
 
 
 def test_trajectories_carry_per_agent_credit_and_the_credit_view_shows_it(stage_root):

@@ -16,7 +16,7 @@ import pytest
 
 from delegation_lab.config import FrontierParams
 from delegation_lab.data.items import Item, items_frame
-from delegation_lab.frontier import build_frontier
+from delegation_lab.frontier import DEFAULT_VERIFIER, build_frontier
 from delegation_lab.store import CREDIT_SCHEMA, TrajectoryWriter, connect, frontier_path, write_summaries
 from delegation_lab.tables import (
     ANSWERS_SCHEMA,
@@ -113,7 +113,7 @@ def build_project(root: Path) -> Path:
                     "study": STUDY, "method": method, "seed": seed, "split": "test", "operating_point": "default",
                     "accuracy": 0.7 + 0.1 * m + 0.02 * seed, "cost_per_item_usd": 0.0005 + 0.0003 * m + 0.00001 * seed,
                     "calls_per_item": 1.0, "return": 20.0 + seed, "n_items": 12, "dataset": "synthetic",
-                    "solver_set": "A,B,C", "run_id": f"run-{method}-{seed}",
+                    "solver_set": "A,B,C", "run_id": f"run-{method}-{seed}", "verifier": DEFAULT_VERIFIER.name,
                 })
     write_summaries(layout, STUDY, summaries)
     credit = [  # `dlab credit` rows: per attempt and agent, the replayed Shapley credit
@@ -127,7 +127,8 @@ def build_project(root: Path) -> Path:
     market = [  # a study with summary rows only (no trajectories)
         {"study": SUMMARY_ONLY, "method": "vickrey", "seed": seed, "split": "test", "operating_point": f"reserve={r}",
          "accuracy": 0.6 + 0.1 * r + 0.01 * seed, "cost_per_item_usd": 0.0002 * (1 + r), "calls_per_item": 1.0,
-         "n_items": 12, "dataset": "synthetic", "solver_set": "B,C", "run_id": None}
+         "n_items": 12, "dataset": "synthetic", "solver_set": "B,C", "run_id": None,
+         "verifier": DEFAULT_VERIFIER.name}
         for seed in range(3) for r in (0, 1)
     ]
     write_summaries(layout, SUMMARY_ONLY, market)
@@ -247,7 +248,13 @@ def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     assert (method, op, study, n_seeds) == ("dqn_map", "default", STUDY, 2)
     assert runs == "run-dqn_map-0, run-dqn_map-1"
     assert "MLflow runs: %{customdata[4]}" in dqn_trace["hovertemplate"]
-    assert dqn_trace["error_y"]["array"][0] == pytest.approx(direct["accuracy_std"])
+    # error bars are the item-level bootstrap interval (none here: the fixture study wrote no outcomes)
+    ci = sql(synthetic_project, """SELECT coalesce(accuracy_ci_high - accuracy, 0) AS up, coalesce(accuracy - accuracy_ci_low, 0) AS down
+                                   FROM frontier WHERE method = 'dqn_map'""").row(0, named=True)
+    assert dqn_trace["error_y"]["array"][0] == pytest.approx(ci["up"]) and dqn_trace["error_y"]["arrayminus"][0] == pytest.approx(ci["down"])
+    always_a = next(t for t in figure["data"] if t.get("name") == "always-A")
+    ci = sql(synthetic_project, "SELECT accuracy_ci_high - accuracy AS up FROM frontier WHERE method = 'always-A'").row(0, named=True)
+    assert ci["up"] > 0 and always_a["error_y"]["array"][0] == pytest.approx(ci["up"])
     pareto = next(t for t in figure["data"] if t.get("name") == "Pareto front")
     assert len(pareto["x"]) == expected["k"]
     assert pareto["x"] == sorted(pareto["x"])

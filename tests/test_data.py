@@ -129,6 +129,62 @@ def test_generic_jsonl_table_with_fixed_splits(tmp_path: Path):
         build_items(params)
 
 
+def test_table_row_without_gold_fails_unless_allowed_and_lists_are_json(tmp_path: Path):
+    rows = [{"q": f"Q{k}?", "a": k, "opts": None} for k in range(30)]
+    del rows[4]["a"]
+    rows[7]["a"] = None
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    table = {"path": str(path), "fields": {"question": "q", "gold": "a"}}
+    with pytest.raises(DataError, match=r"t\.jsonl: line 5: no gold in field 'a'.*data\.allow_missing_gold"):
+        build_items(DataParams(dataset="jsonl", table=table, ability_size=10, train_size=10, test_size=10))
+    items = build_items(DataParams(dataset="jsonl", table=table, allow_missing_gold=True, ability_size=10, train_size=10, test_size=10))
+    assert sum(i.gold is None for i in items) == 2
+    assert DataParams.model_fields["allow_missing_gold"].description  # documented (docs/params.md)
+    # list values become JSON text, not Python's repr; choices must be a list
+    rows = [{"q": ["part one", "part two"], "a": ["x", 1], "c": [["A"], {"k": "v"}]} for _ in range(30)]
+    path = write_jsonl(tmp_path / "lists.jsonl", rows)
+    fields = {"question": "q", "gold": "a", "choices": "c"}
+    items = build_items(DataParams(dataset="jsonl", table={"path": str(path), "fields": fields},
+                                   ability_size=10, train_size=10, test_size=10))
+    assert items[0].question == '["part one", "part two"]' and items[0].gold == '["x", 1]'
+    assert items[0].choices == ['["A"]', '{"k": "v"}']
+    write_jsonl(path, [{"q": "Q?", "a": "A", "c": "ABCD"}] * 30)
+    with pytest.raises(DataError, match=r"lists\.jsonl: line 1: field 'c' is str, expected a list"):
+        build_items(DataParams(dataset="jsonl", table={"path": str(path), "fields": fields}, **SMALL))
+
+
+def test_corrupt_or_empty_parquet_table_names_the_file(tmp_path: Path):
+    import polars as pl
+
+    table = {"path": str(tmp_path / "t.parquet"), "fields": {"question": "q", "gold": "a"}}
+    params = DataParams(dataset="parquet", table=table, ability_size=1, train_size=1, test_size=1)
+    for content in [b"", b"PAR1 this is not parquet", b"PAR1" + bytes(100) + b"PAR1"]:
+        (tmp_path / "t.parquet").write_bytes(content)
+        with pytest.raises(DataError, match=r"t\.parquet: not a readable Parquet file"):
+            build_items(params)
+    pl.DataFrame({"q": [], "a": []}, schema={"q": pl.String, "a": pl.String}).write_parquet(tmp_path / "t.parquet")
+    with pytest.raises(DataError, match=r"t\.parquet: no rows"):
+        build_items(params)
+    (tmp_path / "t.parquet").unlink()
+    (tmp_path / "t.parquet").mkdir()
+    with pytest.raises(DataError, match=r"t\.parquet: file not found"):
+        build_items(params)
+
+
+def test_dataset_sizes_beyond_the_source_fail_naming_the_key(tmp_path: Path):
+    from delegation_lab.config import ConfigError, parse_params
+
+    with pytest.raises(ValueError, match=r"data\.test_size=1000000000: arith generates at most 1,000,000 items"):
+        DataParams(test_size=1_000_000_000)
+    with pytest.raises(ConfigError, match=r"data\.ability_size=900000"):
+        parse_params({"data": {"ability_size": 900_000, "train_size": 200_000}})
+    DataParams(dataset="jsonl", test_size=1_000_000_000)  # a file's rows are counted when it is read:
+    path = write_jsonl(tmp_path / "t.jsonl", [{"q": f"Q{k}?", "a": k} for k in range(30)])
+    table = {"path": str(path), "fields": {"question": "q", "gold": "a"}}
+    with pytest.raises(SplitError, match=r"30 items cannot give data\.test_size=1000000000"):
+        build_items(DataParams(dataset="jsonl", table=table, ability_size=1, train_size=1, test_size=1_000_000_000))
+
+
 def test_empty_split_is_an_error():
     with pytest.raises(SplitError, match="train_size"):
         build_items(DataParams(train_size=None))

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 from pettingzoo.test import parallel_api_test
 
 from delegation_lab.config import parse_params
@@ -15,6 +16,7 @@ from delegation_lab.errors import ConfigError
 from delegation_lab.games.help_game import NULL, YES, HelpGame, MoneyHelpEnv
 from delegation_lab.games.iql import BatchedIQL, pick, train_iql
 from delegation_lab.games.params import HelpGameParams, IQLParams, MoneyParams
+from delegation_lab.games.study import money_metrics
 
 from .conftest import REPO
 
@@ -175,3 +177,14 @@ def test_iql_reproduces_0_and_990_on_a_reduced_run():
 @pytest.mark.slow
 def test_iql_reproduces_0_and_990_at_paper_scale():
     assert_reproduces_0_and_990(episodes=5000, seeds=20)
+
+
+def test_money_metrics_use_the_sample_std_and_a_t_interval_over_seeds():
+    game = HelpGame.from_params(HelpGameParams(steps=6), False)
+    result = train_iql(game, IQLParams(episodes=60, seeds=1), seeds=[1, 3, 4])
+    m = money_metrics(result, 10, confidence=0.95)
+    late = result.returns[:, -10:].mean(axis=(1, 2))
+    assert late.std() > 0 and m["train_late_return_std"] == pytest.approx(late.std(ddof=1))  # ddof 1, as every study
+    lo, hi = m["train_late_return_mean_ci"]
+    half = scipy_stats.t.ppf(0.975, 2) * late.std(ddof=1) / np.sqrt(3)
+    assert (lo, hi) == pytest.approx((late.mean() - half, late.mean() + half))

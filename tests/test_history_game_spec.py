@@ -157,3 +157,12 @@ def test_single_state_games_need_no_transitions():
     game = compile_game(parse_game_spec(raw))
     assert game.transition[0][0][0] == ((0, Fraction(1)),)
     assert game.reward[1][0][3] == (1, 1)  # both defect: 2 - 1 each
+
+
+def test_a_duplicate_key_in_a_game_spec_names_the_key_and_both_lines(tmp_path):
+    from delegation_lab.games.spec import GameSpecError, load_game_spec
+
+    spec = tmp_path / "dup.yaml"
+    spec.write_text("name: g\nname: h\n")
+    with pytest.raises(GameSpecError, match="key 'name' appears twice in one mapping: line 1 and line 2"):
+        load_game_spec(str(spec))

@@ -62,6 +62,9 @@ def test_repro_writes_metrics_plots_trajectories_and_mlflow(repro: Path):
     assert money["no_transfer"]["return_mean"] == money["paper"]["no_transfer"]["return_mean"] == 0.0
     assert money["transfer"]["return_mean"] == money["paper"]["transfer"]["return_mean"] == 990.0
     assert money["transfer"]["return_std"] == 0.0 and money["transfer"]["seeds"] == 3
+    assert money["transfer"]["return_mean_ci"] == [money["transfer"]["return_mean"]] * 2  # every seed the same: a point interval
+    lo, hi = money["no_transfer"]["train_late_return_mean_ci"]
+    assert lo <= money["no_transfer"]["train_late_return_mean"] <= hi
     rows = {r["metric"]: r for r in paper_vs_ours(metrics)}
     assert rows["money.transfer.return_mean"]["difference"] == 0.0
     assert rows["equilibria.motivating_example.history.count"]["ours"] == 5

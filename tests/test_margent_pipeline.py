@@ -62,7 +62,8 @@ def repro(tmp_path_factory) -> tuple[Path, str]:
 @pytest.mark.slow
 def test_repro_writes_every_output(repro):
     project, out = repro
-    assert ran(out) == {"prepare", "margent_collect", "margent_train", "margent_eval"}
+    # margent_eval reads the shared verifier's measured rates (metrics/labels.json) for its rows' verifier name
+    assert ran(out) == {"prepare", "margent_collect", "margent_train", "margent_eval", "label", "solve@A", "solve@B", "solve@C"}
     m = json.loads((project / "metrics" / "margent.json").read_text())
     for key in ("A0", "A1", "AD", "gain_at_1"):
         assert isinstance(m["table1"][key], float) and key in m["table1"]["paper"]
@@ -84,6 +85,10 @@ def test_repro_writes_every_output(repro):
     assert summaries.filter(pl.col("method") == "margent").height == 6 * 2  # ρ x seeds
     assert (summaries["cost_per_item_usd"] > 0).all() and summaries["run_id"].is_not_null().all()
     assert (summaries["solver_set"] == "C").all() and (summaries["dataset"] == "arith").all()
+    assert summaries["verifier"].unique().to_list() == [m["verifier"]["name"]]
+    outcomes = pl.read_parquet(project / "results" / "outcomes" / "margent.parquet")
+    keys = ["method", "operating_point", "seed"]
+    assert outcomes.select(keys).unique().sort(keys).equals(summaries.select(keys).sort(keys)) and outcomes.height == 120 * summaries.height
     force_all = summaries.filter(pl.col("method") == "margent-force-all").row(0, named=True)
     assert force_all["calls_per_item"] == 3.0
     cand = summaries.filter(pl.col("method") == "margent-candidate")["cost_per_item_usd"][0]

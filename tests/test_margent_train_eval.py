@@ -12,7 +12,7 @@ import pytest
 from delegation_lab.config import ArithParams, Price
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
-from delegation_lab.margent import distill, evaluate, policy, study
+from delegation_lab.margent import distill, evaluate, policy, report, study
 from delegation_lab.margent.collect import NODE_SCHEMA
 from delegation_lab.margent.params import SUBAGENTS, MargentParams
 from delegation_lab.margent.schemas import Candidate, Decision
@@ -178,6 +178,29 @@ def test_rho_sweep_and_metrics(sim_study):
     assert m["ablation"]["blank"]["calls"] == m["ablation"]["with_candidate"]["calls"]  # same routing
     for meth in ev.methods:
         assert meth.walk.final.shape == (len(meth.seeds), 400)
+    # intervals: item bootstrap around every headline, the gain a paired test against the candidate
+    for point in (*[v for k, v in rho.items() if k != "paper"], *m["baselines"].values()):
+        lo, hi = point["accuracy_ci"]
+        assert lo <= point["accuracy"] <= hi and hi - lo < 15
+    lo, hi = m["eval"]["gain_pp_ci"]
+    assert lo <= m["eval"]["gain_pp"] <= hi and 0 <= m["eval"]["gain_pp_p_value"] <= 1
+    t1 = m["table1"]
+    assert t1["A0_ci"][0] <= t1["A0"] <= t1["A0_ci"][1]
+    assert t1["gain_at_1"] is None or t1["gain_at_1_ci"][0] <= t1["gain_at_1"] <= t1["gain_at_1_ci"][1]
+    for agent in SUBAGENTS:
+        nv = m["marginal"][agent]
+        assert nv["net_value_ci"][0] <= nv["net_value"] <= nv["net_value_ci"][1]
+    table2 = report.table2_frame(m)  # the plot table stays flat enough for CSV
+    assert "net_value_ci" not in table2.columns and (table2["net_value_low"] <= table2["net_value"]).all()
+    assert table2.write_csv().count("\n") == len(SUBAGENTS) + 1
+    # outcomes: one row per summary row and test item, consistent with the row's means
+    rows = pl.DataFrame(report.summary_rows(ev.methods, "arith", "A,B", {}, "judge(x)"))
+    out = report.outcome_rows(ev.methods, ev.test.item_ids, "arith", "judge(x)")
+    per = out.group_by("method", "operating_point", "seed").agg(pl.col("correct").mean().alias("acc"), pl.col("cost_usd").mean().alias("cost"))
+    joined = rows.join(per, on=["method", "operating_point", "seed"])
+    assert joined.height == rows.height == out.select("method", "operating_point", "seed").n_unique()
+    assert np.allclose(joined["acc"], joined["accuracy"]) and np.allclose(joined["cost"], joined["cost_per_item_usd"])
+    assert "margent-oracle" not in set(out["method"]) and set(rows["verifier"]) == {"judge(x)"}
 
 
 def test_a_smaller_pool_runs_end_to_end(tmp_path):

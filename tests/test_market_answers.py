@@ -10,10 +10,12 @@ import pytest
 import torch
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.market.answers import AnswersDomain, solver_matrices
 from delegation_lab.market.engine import Market
 from delegation_lab.market.params import AnswersParams, MarketParams
-from delegation_lab.market.report import answers_metrics, summary_rows
+from delegation_lab.market.report import answers_metrics, outcome_rows, summary_rows
 from delegation_lab.market.study import run_answers
 from delegation_lab.store import SUMMARY_SCHEMA, write_summaries
 from delegation_lab.tables import Layout
@@ -33,6 +35,7 @@ def labeled(n_train: int = 400, n_test: int = 200, seed: int = 0) -> pl.DataFram
 
 
 SOLVERS = ["good", "mid", "bad"]
+GOLD = Verifier("gold")
 
 
 def test_missing_solver_or_incomplete_labels_are_clear_errors():
@@ -45,8 +48,8 @@ def test_missing_solver_or_incomplete_labels_are_clear_errors():
 
 def test_candidates_exclude_solvers_that_already_answered_and_the_verifier_sends_wrong_answers_back():
     matrices, n_buckets = solver_matrices(labeled(20, 10), SOLVERS)
-    ap = AnswersParams(verifier={"enabled": True, "false_positive_rate": 0.0, "false_negative_rate": 0.0, "max_solves": 3})
-    domain = AnswersDomain(matrices, n_buckets, SOLVERS, ap, ["first_price"], [0])
+    ap = AnswersParams(verifier={"enabled": True, "max_solves": 3})
+    domain = AnswersDomain(matrices, n_buckets, SOLVERS, ap, ["first_price"], [0], GOLD)
     domain.begin("train", 0)
     state = domain.start(0, 4, torch.Generator())
     bad = SOLVERS.index("bad")
@@ -70,20 +73,23 @@ def test_market_learns_a_cascade_when_the_reward_pays_for_it():
                 "reward_multiples": [20.0],
                 "epochs": 3,
                 "items_per_round": 40,
-                "verifier": {"false_positive_rate": 0.0, "false_negative_rate": 0.0, "max_solves": 3},
+                "verifier": {"max_solves": 3},
             },
             "chain": {"enabled": False},
         },
         strict=False,
     )
     matrices, n_buckets = solver_matrices(labeled(), SOLVERS)
-    result = run_answers(params, matrices, n_buckets, SOLVERS)
+    result = run_answers(params, matrices, n_buckets, SOLVERS, GOLD)
     metrics = answers_metrics(result.worlds)
     for protocol, bidder in (("first_price", "mirror_descent"), ("second_price", "truthful")):
         cell = metrics[protocol][bidder]["R20x"]
         assert cell["accuracy"] > 0.95, (protocol, bidder, cell)
         assert cell["cost_per_item"] < 1.5e-3  # always-good costs 2e-3
         assert 1.0 <= cell["calls_per_item"] <= 3.0
+        assert cell["accuracy_ci"][0] <= cell["accuracy"] <= cell["accuracy_ci"][1] and cell["accuracy_ci"][0] < cell["accuracy_ci"][1] + 1e-12
+        assert cell["cost_per_item_ci"][0] <= cell["cost_per_item"] <= cell["cost_per_item_ci"][1]
+        assert cell["verifier"] == "gold"
     assert metrics["second_price"]["truthful"]["R20x"]["subsidy"] >= 0
     assert metrics["first_price"]["mirror_descent"]["R20x"]["subsidy"] == 0
     # test rows: one per item, learning off
@@ -101,10 +107,20 @@ def test_summary_rows_fit_the_platform_contract(tmp_path):
         strict=False,
     )
     matrices, n_buckets = solver_matrices(labeled(200, 100), SOLVERS)
-    result = run_answers(params, matrices, n_buckets, SOLVERS)
+    judge = Verifier("judge", 0.1, 0.1)
+    result = run_answers(params, matrices, n_buckets, SOLVERS, judge)
     rows = summary_rows(result.worlds, {("first_price-mirror_descent", 0): "run-a"}, "synthetic", SOLVERS)
     path = write_summaries(Layout(tmp_path), "market", rows)
     table = pl.read_parquet(path)
+    assert set(table["verifier"]) == {judge.name}
+    # item-level outcomes: for every summary row, its items, whose means are the row's accuracy and cost
+    outcomes = pl.read_parquet(write_outcomes(Layout(tmp_path), "market", outcome_rows(result.worlds, "synthetic")))
+    per_row = outcomes.group_by("method", "operating_point", "seed").agg(
+        pl.col("correct").mean().alias("acc"), pl.col("cost_usd").mean().alias("cost"), pl.len().alias("n"))
+    joined = table.join(per_row, on=["method", "operating_point", "seed"], how="inner")
+    assert joined.height == table.height
+    assert (joined["n"] == joined["n_items"]).all()
+    assert np.allclose(joined["acc"], joined["accuracy"]) and np.allclose(joined["cost"], joined["cost_per_item_usd"], rtol=1e-5)
     assert list(table.columns) == list(SUMMARY_SCHEMA) and table.height == 4
     assert set(table["operating_point"]) == {"R1x", "R10x"} and set(table["split"]) == {"test"}
     assert table.filter(pl.col("seed") == 0)["run_id"].to_list() == ["run-a", "run-a"]
@@ -118,7 +134,7 @@ def test_without_verifier_every_item_is_answered_once():
         strict=False,
     )
     matrices, n_buckets = solver_matrices(labeled(100, 50), SOLVERS)
-    domain = AnswersDomain(matrices, n_buckets, SOLVERS, params.answers, ["ccv"], [0])
+    domain = AnswersDomain(matrices, n_buckets, SOLVERS, params.answers, ["ccv"], [0], GOLD)
     market = Market(domain, domain.worlds(), "truthful", params)
     domain.begin("test", 0)
     log = market.play(0, 50, 0.0, 0.0)

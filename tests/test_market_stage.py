@@ -79,6 +79,12 @@ def test_repro_market_writes_metrics_summaries_trajectories_plots(repro):
     assert list(summaries.columns) == list(SUMMARY_SCHEMA)
     assert summaries.height == 7 * params["seeds"] * len(params["answers"]["reward_multiples"])
     assert set(summaries["split"]) == {"test"} and summaries["run_id"].null_count() == 0
+    assert summaries["verifier"].n_unique() == 1 and summaries["verifier"][0] == metrics["verifier"]["name"]
+    outcomes = pl.read_parquet(project / "results" / "outcomes" / "market.parquet")
+    keys = ["method", "operating_point", "seed"]
+    assert outcomes.select(keys).unique().sort(keys).equals(summaries.select(keys).sort(keys))
+    cell = next(iter(metrics["answers"]["first_price"]["mirror_descent"].values()))
+    assert cell["accuracy_ci"][0] <= cell["accuracy"] <= cell["accuracy_ci"][1]
     # trajectories: every auction of the final / test rounds, queried through DuckDB
     query = run([str(BIN / "dlab"), "query", "--format", "json",
                  "SELECT count(*) AS n, count(DISTINCT method) AS methods FROM trajectories WHERE study = 'market'"], project)

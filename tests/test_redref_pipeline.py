@@ -33,7 +33,7 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
     for key in ("success_redref", "success_random", "tokens_ratio", "calls_ratio", "time_ratio"):
         assert key in rq1 and key in rq1["paper"]
     for key in ("tokens_ratio", "calls_ratio", "time_ratio"):
-        assert rq1[f"{key}_ci"]["low"] <= rq1[key] <= rq1[f"{key}_ci"]["high"]
+        assert rq1[f"{key}_ci"][0] <= rq1[key] <= rq1[f"{key}_ci"][1]
     assert 0 <= rq1["success_redref"] <= 100 and rq1["bad_uses_random"] > 0
     assert set(metrics["rq2"]["paper"]) <= set(metrics["rq2"]) and metrics["rq2"]["belief_start"] == 0.5
     assert metrics["rq3"]["contributions_impaired"] == 0.0 and metrics["rq3"]["contributions_normal"] > 0
@@ -53,6 +53,16 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
     assert summaries["accuracy"].is_between(0, 1).all() and (summaries["calls_per_item"] >= 1).all()
     unlimited = summaries.filter((pl.col("operating_point") == "B=inf") & (pl.col("method") == "redref"))
     assert unlimited["accuracy"].mean() > 0.9
+    assert summaries["verifier"].unique().to_list() == [metrics["cached"]["verifier"]["name"]]
+    # item-level outcomes: every summary row's items, whose means are the row's accuracy and cost
+    outcomes = pl.read_parquet(project / "results" / "outcomes" / "redref.parquet")
+    keys = ["method", "operating_point", "seed"]
+    per_row = outcomes.group_by(keys).agg(pl.col("correct").mean().alias("acc"), pl.col("cost_usd").mean().alias("cost"), pl.len().alias("n"))
+    joined = summaries.join(per_row, on=keys)
+    assert joined.height == summaries.height and (joined["n"] == joined["n_items"]).all()
+    assert ((joined["acc"] - joined["accuracy"]).abs() < 1e-9).all() and ((joined["cost"] - joined["cost_per_item_usd"]).abs() < 1e-12).all()
+    point = metrics["cached"]["redref"]["B=inf"]
+    assert point["accuracy_ci"][0] <= point["accuracy"] <= point["accuracy_ci"][1]
 
     root = project / "results" / "trajectories" / "study=redref"
     methods = {p.name.removeprefix("method=") for p in root.iterdir()}

@@ -25,6 +25,7 @@ from delegation_lab.solvers.replay import (
     CACHE_COLUMNS,
     ReplayBackend,
     ReplayError,
+    file_sha256,
     import_report,
     load_cache,
     normalise_question,
@@ -33,7 +34,7 @@ from delegation_lab.solvers.replay import (
 
 from .conftest import BIN, make_project, run
 
-PRICE = Price(input_usd_per_mtok=1.0, output_usd_per_mtok=2.0)
+PRICE = Price(input_usd_per_mtok=1.0, output_usd_per_mtok=2.0, source="test prices")
 MIX = "mistralai/Mixtral-8x7B-Instruct-v0.1"
 GPT = "gpt-4-1106-preview"
 
@@ -77,7 +78,7 @@ def item(question: str, source_id: str = "0", gold: str | None = None) -> Item:
 def replay_solver(path: Path, fmt: str, model: str, price: Price = PRICE, name: str = "R") -> Solver:
     params = SolverParams(
         backend="replay", model=model, price=price,
-        replay=ReplayParams(path=str(path), format=fmt, source_model=model),
+        replay=ReplayParams(path=str(path), format=fmt, source_model=model, trust_pickle=fmt == "routerbench_pickle"),
     )
     return Solver(name, params, ReplayBackend(params.replay, params.price))
 
@@ -132,7 +133,7 @@ def write_routerbench_pickle(path: Path) -> Path:
 
 def test_routerbench_pickle_reader(tmp_path):
     path = write_routerbench_pickle(tmp_path / "rb.pkl")
-    df = read_cache(path, "routerbench_pickle")
+    df = read_cache(path, "routerbench_pickle", trust_pickle=True)
     assert df.height == 6 and set(df["model"]) == {"a/small", "b"}
     small = df.filter(pl.col("model") == "a/small")
     assert small["source_index"].to_list() == ["gsm8k.0", "gsm8k.1", "mmlu.0"]
@@ -219,7 +220,12 @@ def test_replay_solver_matches_by_normalised_question_and_estimates_tokens(route
     answers = solver.solve([item(q, str(i)) for i, q in enumerate(questions)])
     a, b = answers
     assert a.error is None and a.answer_text == ROUTELLM_ROWS[0]["mix"] and a.parsed_answer == "13"
-    assert extra(a) == {"imported_correct": True, "tokens_estimated": True, "replay_source_index": "0"}
+    assert extra(a) == {
+        "imported_correct": True, "tokens_estimated": True, "replay_source_index": "0",
+        # provenance of every imported answer
+        "replay_source_file": str(routellm_csv), "replay_source_sha256": file_sha256(routellm_csv),
+        "replay_source_model": MIX, "price_source": "test prices",
+    }
     request = solver.request(item(questions[0], "0"))
     assert a.tokens_in == messages_tokens(request.messages) > 0
     assert a.tokens_out == estimate_tokens(ROUTELLM_ROWS[0]["mix"]) > 0
@@ -291,14 +297,18 @@ def test_missing_columns_and_unknown_models_are_named(tmp_path, routellm_csv):
     assert "no_prompt.csv" in str(e.value) and "'prompt'" in str(e.value) and "'question'" in str(e.value)
 
     no_model = tmp_path / "no_model.csv"
-    no_model.write_text("prompt,m\nq,True\n")
-    with pytest.raises(ReplayError, match=r"no_model\.csv.*_response"):
+    no_model.write_text("prompt\nq\n")
+    with pytest.raises(ReplayError, match=r"no_model\.csv.*no model.*_response"):
         read_cache(no_model, "routellm_csv")
+    bad_label = tmp_path / "bad_label.csv"
+    bad_label.write_text("prompt,m\nq,True\nr,maybe\n")  # correctness-only: a cell that is no label
+    with pytest.raises(ReplayError, match=r"bad_label\.csv: row 3, column 'm'.*'maybe'"):
+        read_cache(bad_label, "routellm_csv")
 
     pkl = tmp_path / "bad.pkl"
     pd.DataFrame({"sample_id": [1], "text": ["q"], "m": [1], "m|model_response": ["a"]}).to_pickle(pkl)
     with pytest.raises(ReplayError) as e:
-        read_cache(pkl, "routerbench_pickle")
+        read_cache(pkl, "routerbench_pickle", trust_pickle=True)
     assert "bad.pkl" in str(e.value) and "'prompt'" in str(e.value) and "'text'" in str(e.value)
 
     js = tmp_path / "bad.json"
@@ -339,10 +349,14 @@ def test_import_report_counts_matches_and_prints_a_valid_snippet(routellm_csv, t
     snippet = yaml.safe_load(text[text.index("\nsolvers:") + 1:])
     assert len(snippet["solvers"]) == 2
     for name, entry in snippet["solvers"].items():
-        params = SolverParams.model_validate(entry)  # pastes straight into params.yaml
+        with pytest.raises(ValueError, match="TODO placeholder"):  # the price must be set before it validates
+            SolverParams.model_validate(entry)
+        params = SolverParams.model_validate({**entry, "price": {"input_usd_per_mtok": 0.6, "output_usd_per_mtok": 0.6,
+                                                                 "source": "a price list"}})
         assert params.backend == "replay" and params.replay.path == str(routellm_csv)
-        assert params.replay.source_model == params.model and params.price.input_usd_per_mtok == 0.0
+        assert params.replay.source_model == params.model
     assert {e["model"] for e in snippet["solvers"].values()} == {MIX, GPT}
+    assert "TODO" in text and "0.0" not in text  # no silent placeholder price
 
     no_items = import_report(routellm_csv, "routellm_csv", tmp_path / "nowhere")
     assert "matching skipped" in no_items and "solvers:" in no_items
@@ -389,10 +403,10 @@ def test_replay_dataset_difficulty_and_eval_name(tmp_path):
         load_replay_items(ReplayDatasetParams(path=str(path), format="routellm_csv", difficulty_column="level"))
 
     rb = write_routerbench_pickle(tmp_path / "rb.pkl")
-    gsm = load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="gsm8k"))
+    gsm = load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="gsm8k", trust_pickle=True))
     assert [i.source_id for i in gsm] == ["gsm8k.0", "gsm8k.1"] and gsm[0].question == "What is 2 + 2?"
     with pytest.raises(ReplayDataError, match="eval names"):
-        load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="hellaswag"))
+        load_replay_items(ReplayDatasetParams(path=str(rb), format="routerbench_pickle", eval_name="hellaswag", trust_pickle=True))
     with pytest.raises(ReplayDataError, match="eval_name"):
         load_replay_items(ReplayDatasetParams(path=str(path), format="routellm_csv", eval_name="gsm8k"))
 

@@ -50,7 +50,7 @@ def replayed(routellm_csv: Path, gsm8k_test_items: list[Item]) -> dict[str, list
     out = {}
     for name, model in (("mixtral", MIX), ("gpt4", GPT)):
         params = SolverParams(
-            backend="replay", model=model, price=Price(input_usd_per_mtok=0.0, output_usd_per_mtok=0.0),
+            backend="replay", model=model, price=Price(input_usd_per_mtok=0.0, output_usd_per_mtok=0.0, free=True),
             replay=ReplayParams(path=str(routellm_csv), format="routellm_csv", source_model=model),
         )
         out[model] = Solver(name, params, ReplayBackend(params.replay, params.price)).solve(gsm8k_test_items)

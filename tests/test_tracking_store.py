@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,7 +20,7 @@ from delegation_lab.errors import InputError
 from delegation_lab.runs import compare_runs
 from delegation_lab.store import TrajectoryWriter, connect, run_query, trajectories_root, write_summaries
 from delegation_lab.tables import Layout
-from delegation_lab.tracking import Tracker, project_root, resolve_uri
+from delegation_lab.tracking import Tracker, owner_is_gone, owner_tags, project_root, resolve_uri
 
 from .conftest import BIN, REPO, run
 
@@ -87,6 +92,69 @@ def test_failed_stage_marks_runs_failed(tracker: Tracker):
                 raise RuntimeError("boom")
     runs = tracker.client.search_runs([tracker.experiment_id("s")])
     assert {r.info.status for r in runs} == {"FAILED"}
+
+
+STAGE_THEN_HANG = """
+import sys, time
+from pathlib import Path
+from delegation_lab.config import TrackingParams
+from delegation_lab.tracking import Tracker
+
+tracker = Tracker(TrackingParams(uri="sqlite:///mlflow.db"), root=Path(sys.argv[1]))
+with tracker.stage_run("study", "stage") as stage:
+    with stage.child("m", seed=0) as child:
+        child.log_metrics({"score": 99.0})  # a partial result that must never be reported
+        print("running", flush=True)
+        time.sleep(600)
+"""
+
+
+def start_hanging_stage(root: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", STAGE_THEN_HANG, str(root)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "running"
+    return proc
+
+
+def test_runs_of_a_killed_stage_are_marked_failed_and_never_compared(tracker: Tracker, tmp_path: Path):
+    with tracker.stage_run("study", "stage") as stage, stage.child("m", seed=0) as child:
+        child.log_metrics({"score": 1.0})
+    killed = start_hanging_stage(tmp_path)
+    alive = start_hanging_stage(tmp_path)  # a concurrent run whose process still lives
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    try:
+        client, exp = tracker.client, tracker.experiment_id("study")
+
+        def by_status() -> dict[str, list]:
+            runs = client.search_runs([exp])
+            return {s: sorted(r.data.tags.get("dlab.pid", "") for r in runs if r.info.status == s)
+                    for s in ("RUNNING", "FAILED", "FINISHED")}
+
+        assert by_status()["RUNNING"] == sorted([str(killed.pid)] * 2 + [str(alive.pid)] * 2)
+        # the killed run started last, yet the table is the finished run's
+        assert compare_runs(tracker.uri, "study", ["score"])["score mean"].to_list() == [1.0]
+
+        with tracker.stage_run("study", "stage"):
+            status = by_status()
+            assert status["FAILED"] == [str(killed.pid)] * 2  # its parent and its child
+            assert sorted(set(status["RUNNING"])) == sorted({str(alive.pid), str(os.getpid())})
+            failed = [r for r in client.search_runs([exp]) if r.info.status == "FAILED"]
+            assert all("ended without closing this run" in r.data.tags["dlab.failure"] for r in failed)
+            assert all(r.info.end_time for r in failed)
+        assert compare_runs(tracker.uri, "study", ["score"])["score mean"].to_list() == [1.0]
+    finally:
+        alive.kill()
+        alive.wait(timeout=30)
+
+
+def test_runs_of_another_host_or_without_owner_are_left_alone():
+    mine = {"dlab.host": socket.gethostname(), "dlab.pid": "999999999", "dlab.pid_start": "1"}
+    assert owner_is_gone(mine)
+    assert not owner_is_gone({**mine, "dlab.host": "elsewhere"})
+    assert not owner_is_gone({})
+    here = owner_tags()
+    assert not owner_is_gone(here)
+    assert owner_is_gone({**here, "dlab.pid_start": "0"})  # the pid now belongs to another process
 
 
 def test_experiment_creation_race(tracker: Tracker):
@@ -171,14 +239,14 @@ def test_summaries_and_query_refusals(tmp_path: Path):
     for bad in ["drop view summaries", "copy summaries to 'x.csv'", "select 1; select 2", "attach 'x.db'"]:
         with pytest.raises(InputError):
             run_query(layout, bad)
-    # the views' folders are readable, nothing else on the machine is
+    # the views are readable, no file is: not on the machine, not even the views' own files
     outside = tmp_path.parent / f"{tmp_path.name}-outside.csv"
     outside.write_text("secret\n1\n")
-    for peek in [f"select * from read_csv('{outside}')", "select * from read_text('/etc/hostname')"]:
+    summary_file = next((tmp_path / "results" / "summaries").glob("*.parquet"))
+    for peek in [f"select * from read_csv('{outside}')", "select * from read_text('/etc/hostname')",
+                 f"select count(*) as n from read_parquet('{summary_file}')"]:
         with pytest.raises(InputError, match="disabled by configuration"):
             run_query(layout, peek)
-    summary_file = next((tmp_path / "results" / "summaries").glob("*.parquet"))
-    assert run_query(layout, f"select count(*) as n from read_parquet('{summary_file}')")["n"][0] == 1
     with pytest.raises(InputError):
         run_query(layout, "select current_setting('enable_external_access') as x; set enable_external_access = true")
     with pytest.raises(InputError, match="summaries of s"):
@@ -201,3 +269,11 @@ def test_paper_figures_pair_with_ours_and_dlab_report(tmp_path: Path):
     (tmp_path / "metrics" / "solve.json").write_text('{"A": {"accuracy": 0.9}}')
     out = run([str(BIN / "dlab"), "report"], tmp_path).stdout
     assert "## coordinator" in out and "| management.dqn_map.ret | 27.56 | 27 | -0.56 |" in out and "solve" not in out
+
+
+def test_a_password_in_a_url_param_is_masked_before_logging():
+    from delegation_lab.tracking import without_url_passwords
+
+    assert without_url_passwords("https://bob:s3cr3t-key@api.example/v1") == "https://bob:***@api.example/v1"
+    assert without_url_passwords('{"base_url": "http://u:p@127.0.0.1:8000"}') == '{"base_url": "http://u:***@127.0.0.1:8000"}'
+    assert without_url_passwords("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"

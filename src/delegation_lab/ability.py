@@ -29,13 +29,31 @@ def bucket_label(lower: int, edges: list[int] | None) -> str:
     return f"{lower}+" if i == len(edges) - 1 else (f"{lower}" if edges[i + 1] == lower + 1 else f"{lower}-{edges[i + 1] - 1}")
 
 
-def build_ability_map(labeled: pl.DataFrame, params: AbilityMapParams) -> pl.DataFrame:
-    """`labeled`: ability-split rows with solver, difficulty, correct, cost_usd."""
+def domain_codes(domains: list[str]) -> dict[str, int]:
+    """Bucket number of each domain: 1, 2, ... by domain name (stable whatever the row order)."""
+    return {d: i for i, d in enumerate(sorted(set(domains)), start=1)}
+
+
+def bucket_keys(frame: pl.DataFrame, params: AbilityMapParams,
+                domains: list[str] | None = None) -> tuple[np.ndarray, dict[int, str]]:
+    """Bucket of every row (item difficulty or domain, as `params.bucket_by` says) and each bucket's
+    label; domain buckets are numbered over `domains` (every item's, so all splits agree), else the rows'."""
+    if params.bucket_by == "domain":
+        mine = frame["domain"].cast(pl.String).fill_null("").to_list()
+        codes = domain_codes([*(domains or []), *mine])
+        keys = np.asarray([codes[d] for d in mine], dtype=np.int64)
+        return keys, {c: d for d, c in codes.items()}
+    keys = bucket_of(frame["difficulty"].to_numpy(), params.bucket_edges)
+    return keys, {int(b): bucket_label(int(b), params.bucket_edges) for b in set(keys.tolist())}
+
+
+def build_ability_map(labeled: pl.DataFrame, params: AbilityMapParams, domains: list[str] | None = None) -> pl.DataFrame:
+    """`labeled`: ability-split rows with solver, difficulty, domain, correct, cost_usd; `domains`:
+    every item's domain, so domain buckets keep their numbers on every split."""
     if labeled.is_empty():
         raise ValueError("the ability split has no labeled answers; check data.ability_size and the label stage")
-    df = labeled.with_columns(
-        pl.Series("bucket", bucket_of(labeled["difficulty"].to_numpy(), params.bucket_edges), dtype=pl.Int64)
-    )
+    keys, labels = bucket_keys(labeled, params, domains)
+    df = labeled.with_columns(pl.Series("bucket", keys, dtype=pl.Int64))
     grouped = (
         df.group_by(["solver", "bucket"])
         .agg(
@@ -50,7 +68,7 @@ def build_ability_map(labeled: pl.DataFrame, params: AbilityMapParams) -> pl.Dat
         (pl.col("successes") / pl.col("n")).alias("success_rate"),
         pl.Series("ci_low", [lo for lo, _ in intervals]),
         pl.Series("ci_high", [hi for _, hi in intervals]),
-        pl.Series("bucket_label", [bucket_label(b, params.bucket_edges) for b in grouped["bucket"]]),
+        pl.Series("bucket_label", [labels[b] for b in grouped["bucket"]], dtype=pl.String),
     )
     return conform(out, ABILITY_MAP_SCHEMA, "ability_map").select(list(ABILITY_MAP_SCHEMA))
 

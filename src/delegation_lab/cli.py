@@ -110,17 +110,41 @@ def calibrate(
 
 @app.command("import")
 def import_cache(
-    path: Annotated[Path, typer.Argument(help="cache file to inspect")],
-    format: Annotated[str, typer.Option(help="routellm_csv | routerbench_pickle | llmrouterbench_json | parquet")] = "routellm_csv",
+    path: Annotated[str, typer.Argument(help="cache to inspect: a file, a folder, or a glob (quote it)")],
+    format: Annotated[str, typer.Option(
+        help="routellm_csv | routerbench_pickle | llmrouterbench_json | routerarena_jsonl | long_table | parquet"
+    )] = "routellm_csv",
     items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Path("data/items"),
+    field: Annotated[list[str] | None, typer.Option(
+        help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
+    )] = None,
+    trust_pickle: Annotated[bool, typer.Option(help="allow unpickling a routerbench_pickle: unpickling runs arbitrary code")] = False,
 ) -> None:
-    """Inspect another benchmark's answer cache: its models, how many rows match our items by
-    question text (unmatched counted, with examples), each model's imported accuracy, and the
-    params.yaml `solvers` entries that replay it (then `dvc repro` imports it through solve@<name>)."""
-    from delegation_lab.solvers.replay import import_report
+    """Inspect another benchmark's answer cache: its files and domains, its models, how many rows
+    match our items by question text (unmatched counted, with examples), each model's imported
+    accuracy over distinct questions, and the params.yaml `solvers` entries that replay it, with a
+    TODO where each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench
+    pickle is loaded only with --trust-pickle: unpickling runs arbitrary code."""
+    from pydantic import ValidationError
 
+    from delegation_lab.config import LongTableFields
+    from delegation_lab.solvers.replay import PICKLE_WARNING, import_report
+
+    if format == "routerbench_pickle" or Path(str(path)).suffix.lower() in (".pkl", ".pickle"):
+        typer.echo(f"WARNING: {path}: {PICKLE_WARNING}", err=True)
+
+    mapping = {}
+    for pair in field or []:
+        key, sep, column = pair.partition("=")
+        if not sep:
+            fail(f"--field {pair!r}: expected KEY=COLUMN (keys: {', '.join(LongTableFields.model_fields)})", 2)
+        mapping[key] = column or None
     try:
-        report = import_report(path, format, items_dir)
+        fields = LongTableFields.model_validate(mapping)
+    except ValidationError as e:
+        fail(f"--field: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']} (keys: {', '.join(LongTableFields.model_fields)})", 2)
+    try:
+        report = import_report(path, format, items_dir, fields, trust_pickle)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report)
@@ -132,27 +156,30 @@ def query(
     format: Annotated[str, typer.Option(help="table | csv | json")] = "table",
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
     limit: Annotated[int, typer.Option(help="rows to print in table format")] = 50,
+    timeout: Annotated[float, typer.Option(min=0, help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
+    max_rows: Annotated[int, typer.Option(min=0, help="keep at most this many result rows; 0 = no limit")] = 10_000,
 ) -> None:
     """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
-    DuckDB (read-only: anything but SELECT / WITH / EXPLAIN is refused)."""
+    DuckDB. Read-only: one SELECT (or EXPLAIN [ANALYZE] of one) is run, anything else is refused,
+    and the connection cannot open any file; lists and structs print as JSON in csv."""
     import polars as pl
 
-    from delegation_lab.store import run_query
+    from delegation_lab.sealed_query import query_rows, render
     from delegation_lab.tables import Layout
 
+    if format not in ("table", "csv", "json"):
+        fail(f"--format must be table, csv or json (got {format!r})", 2)
     try:
-        frame = run_query(Layout(root), sql)
+        result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=max_rows)
     except InputError as e:
         fail(f"error: {e}", 2)
-    if format == "csv":
-        typer.echo(frame.write_csv(), nl=False)
-    elif format == "json":
-        typer.echo(frame.write_json())
-    elif format == "table":
+    if format == "table":
         with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            typer.echo(frame)
+            typer.echo(result.frame)
     else:
-        fail(f"--format must be table, csv or json (got {format!r})", 2)
+        typer.echo(render(result.frame, format), nl=format == "json")
+    if result.truncated:
+        typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
 
 
 runs_app = typer.Typer(help="Compare MLflow runs.", no_args_is_help=True)
@@ -225,6 +252,36 @@ def dashboard(
          "--server.address", "127.0.0.1", "--server.headless", str(headless).lower(), "--browser.gatherUsageStats", "false"],
         env=env,
     ))
+
+
+repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
+app.add_typer(repro_app, name="repro")
+
+
+@repro_app.command("check")
+def repro_check(
+    rev: Annotated[str, typer.Option(help="git revision holding the committed metrics")] = "HEAD",
+    root: Annotated[Path, typer.Option(help="project root")] = Path("."),
+    show: Annotated[str, typer.Option(help="rows to list: outside | all")] = "outside",
+) -> None:
+    """After `make repro`: is every headline of metrics/*.json inside the interval committed at REV?
+    Exit 1 when any is outside (or missing)."""
+    from delegation_lab.repro_check import check_tree
+    from delegation_lab.runs import markdown_table
+
+    if show not in ("outside", "all"):
+        fail(f"--show must be outside or all, not {show!r}", 2)
+    checks = check_tree(root, rev)
+    if not checks:
+        fail(f"no metric with an interval in {root / 'metrics'} at {rev}")
+    listed = [c for c in checks if show == "all" or not c.inside]
+    rows = [{"file": c.file, "metric": c.key, "committed": f"{c.committed:.6g}", "interval": f"[{c.low:.6g}, {c.high:.6g}]",
+             "rerun": "missing" if c.rerun is None else f"{c.rerun:.6g}", "inside": "yes" if c.inside else "NO"} for c in listed]
+    if rows:
+        typer.echo(markdown_table(rows, ["file", "metric", "committed", "interval", "rerun", "inside"]))
+    inside = sum(c.inside for c in checks)
+    typer.echo(f"{inside} of {len(checks)} headline metrics inside their committed {rev} interval")
+    raise typer.Exit(0 if inside == len(checks) else 1)
 
 
 def main() -> None:  # pragma: no cover - console entry

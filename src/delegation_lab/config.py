@@ -19,7 +19,7 @@ from delegation_lab.evaluation.params import EvaluationParams
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
-from delegation_lab.params_model import ConfigError, ParamsModel, dotted
+from delegation_lab.params_model import ConfigError, DuplicateKeyError, ParamsModel, UniqueKeyLoader, dotted
 from delegation_lab.redref.params import RedrefParams
 
 # --------------------------------------------------------------------------------------------
@@ -82,15 +82,58 @@ class TableParams(ParamsModel):
     """Domain label written on every item."""
 
 
+ReplayFormat = Literal[
+    "routellm_csv", "routerbench_pickle", "llmrouterbench_json", "routerarena_jsonl", "long_table", "parquet"
+]
+"""Layouts a replay cache can have (src/delegation_lab/solvers/replay.py describes each)."""
+
+
+class LongTableFields(ParamsModel):
+    """Column names of a `long_table` cache (one row per question x model); a column named here
+    explicitly must exist, a default one is used only when the file has it."""
+
+    question: str = "question"
+    """Column holding the question text (the key items are matched by)."""
+    model: str = "model"
+    """Column naming the model that answered."""
+    correct: str | None = "correct"
+    """Column holding True/False correctness (or a 0/1 score); null = use `score`."""
+    score: str | None = "score"
+    """Column holding a numeric score (correct when >= 0.5), used where `correct` is absent or empty."""
+    response: str | None = "response"
+    """Column holding the answer text; absent = a correctness-only cache (empty answers)."""
+    tokens_in: str | None = "tokens_in"
+    """Column holding prompt tokens; absent = estimated from the text."""
+    tokens_out: str | None = "tokens_out"
+    """Column holding completion tokens; absent = estimated from the text."""
+    cost_usd: str | None = "cost_usd"
+    """Column holding the answer's cost in US$; absent = priced from tokens with the solver's price."""
+    id: str | None = "id"
+    """Column holding a stable question id; absent = the row number."""
+    domain: str | None = "domain"
+    """Column holding the question's domain (subject, benchmark); absent = the file stem."""
+
+
 class ReplayDatasetParams(ParamsModel):
     path: str = ""
-    """The cache file: RouteLLM CSV, RouterBench pickle, LLMRouterBench JSON, or our Parquet."""
-    format: Literal["routellm_csv", "routerbench_pickle", "llmrouterbench_json", "parquet"] = "routellm_csv"
-    """Layout of the cache file."""
+    """The cache: a file, a folder (every file of the format inside, recursively) or a glob such as `mmlu/*.csv`."""
+    format: ReplayFormat = "routellm_csv"
+    """Layout of the cache files."""
+    fields: LongTableFields = LongTableFields()
+    """Column names of a `long_table` cache (ignored by the other formats)."""
     difficulty_column: str | None = None
-    """Cache column used as integer difficulty; null = one bucket for every item."""
+    """Cache column used as integer difficulty; null = GSM8K's difficulty where items match it, else buckets by domain."""
+    gsm8k_path: str | None = None
+    """GSM8K folder (train.jsonl, test.jsonl): replayed questions found there take its difficulty and gold; null = not used."""
     eval_name: str | None = None
     """RouterBench only: keep rows of this eval_name; null = all."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
+
+
+# pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
+ARITH_MAX_ITEMS = 1_000_000
 
 
 class DataParams(ParamsModel):
@@ -114,10 +157,31 @@ class DataParams(ParamsModel):
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
     """A solver-answer cache standing as its own dataset (gold unknown, labels imported)."""
+    allow_missing_gold: bool = False
+    """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
+    judge or imported correctness); false = such a row fails naming the file and line. A table with
+    `fields.gold: null` has no gold by design and needs no permission."""
+
+    @model_validator(mode="after")
+    def _arith_can_make_them(self) -> DataParams:
+        # checked here, before the generator allocates anything; files are checked against their rows
+        sizes = {"ability_size": self.ability_size, "train_size": self.train_size, "test_size": self.test_size}
+        total = sum(n or 0 for n in sizes.values())
+        if self.dataset == "arith" and total > ARITH_MAX_ITEMS:
+            key = max(sizes, key=lambda k: sizes[k] or 0)
+            raise ValueError(
+                f"data.{key}={sizes[key]}: arith generates at most {ARITH_MAX_ITEMS:,} items in all "
+                f"(ability_size + train_size + test_size = {total:,})"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------
 # solvers
+
+
+PRICE_TODO = "TODO"
+"""The placeholder `dlab import` prints where a price belongs; params check refuses it."""
 
 
 class Price(ParamsModel):
@@ -125,6 +189,26 @@ class Price(ParamsModel):
     """US dollars per one million input (prompt) tokens."""
     output_usd_per_mtok: float = Field(ge=0)
     """US dollars per one million output (completion) tokens."""
+    source: str | None = None
+    """Where the price comes from (free text, e.g. a provider's price page and its date); recorded on replayed answers."""
+    free: bool = False
+    """The model really costs nothing: required for a replay solver whose prices are both 0."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_placeholder(cls, data: Any) -> Any:
+        if data == PRICE_TODO or (isinstance(data, dict) and PRICE_TODO in (
+            data.get("input_usd_per_mtok"), data.get("output_usd_per_mtok"), data.get("source")
+        )):
+            raise ValueError(
+                "the price is still the TODO placeholder of `dlab import`: set input_usd_per_mtok and "
+                "output_usd_per_mtok (US$ per 1M tokens) and `source` (where they come from)"
+            )
+        return data
+
+    @property
+    def is_zero(self) -> bool:
+        return self.input_usd_per_mtok == 0 and self.output_usd_per_mtok == 0
 
 
 class Decoding(ParamsModel):
@@ -180,7 +264,11 @@ class OpenAICompatParams(ParamsModel):
     backoff_s: float = Field(0.5, gt=0)
     """First retry delay; doubles each retry (with jitter)."""
     timeout_s: float = Field(60.0, gt=0)
-    """Timeout of each phase of a request (connect, write, wait for the first byte, read), as httpx applies it."""
+    """Wall-clock deadline of one attempt, connect + send + wait + read together, whatever the server sends
+    (a reply trickled byte by byte is cut at it too); each retry gets a fresh deadline."""
+    secret_envs: list[str] = []
+    """More environment variables whose values are secrets (an organisation id, a proxy token): masked like the
+    API key in every stored or printed text."""
 
 
 class VllmParams(ParamsModel):
@@ -216,11 +304,16 @@ class LlamaCppParams(ParamsModel):
 
 class ReplayParams(ParamsModel):
     path: str
-    """Cache file to replay (same formats as data.replay)."""
-    format: Literal["routellm_csv", "routerbench_pickle", "llmrouterbench_json", "parquet"] = "routellm_csv"
-    """Layout of the cache file."""
+    """Cache to replay: a file, a folder or a glob (same formats as data.replay)."""
+    format: ReplayFormat = "routellm_csv"
+    """Layout of the cache files."""
+    fields: LongTableFields = LongTableFields()
+    """Column names of a `long_table` cache (ignored by the other formats)."""
     source_model: str
-    """The model's name inside the cache (column prefix or model field)."""
+    """The model's name inside the cache (column prefix, model field, or model folder / file stem)."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
 
 
 class SolverParams(ParamsModel):
@@ -235,7 +328,12 @@ class SolverParams(ParamsModel):
     decoding: Decoding = Decoding()
     """Generation settings (part of the request hash)."""
     batch_size: int = Field(256, ge=1)
-    """Items per backend call and per cache checkpoint."""
+    """Items per backend call and per cache checkpoint (remote endpoints stream: their answers are checkpointed as
+    they complete, and a slow item does not hold up the next batch)."""
+    min_success_share: float = Field(0.0, ge=0, le=1)
+    """Share of this solver's items that must have a successful (non-error) answer for `solve` to exit 0; below it
+    the stage exits 1 with the error counts, keeping every row cached (`--retry-errors` resumes). A run in which
+    no item succeeded always fails; 0 accepts any other partial run, 1 accepts none."""
     simulated: SimulatedParams | None = None
     """Simulated profile (backend: simulated)."""
     openai_compat: OpenAICompatParams | None = None
@@ -263,6 +361,12 @@ class SolverParams(ParamsModel):
     def _check_section(self) -> SolverParams:
         if getattr(self, self.backend) is None:
             raise ValueError(f"backend is {self.backend!r} but its section `{self.backend}:` is missing")
+        if self.backend == "replay" and self.price.is_zero and not self.price.free:
+            # a forgotten placeholder must not make a model free (RouterArena priced unregistered models at $0)
+            raise ValueError(
+                "price: a replay solver priced at 0 needs `price.free: true`; otherwise set the model's real "
+                "US$ per 1M tokens and `price.source`"
+            )
         return self
 
     def backend_params(self) -> ParamsModel:
@@ -297,6 +401,9 @@ class LabelParams(ParamsModel):
 
 
 class AbilityMapParams(ParamsModel):
+    bucket_by: Literal["difficulty", "domain"] = "difficulty"
+    """Key of the map's buckets: the item's difficulty, or its domain (MMLU-style subjects; buckets
+    numbered by domain name in sorted order, `bucket_edges` ignored)."""
     bucket_edges: list[int] | None = None
     """Lower edges of difficulty buckets (e.g. [1, 3, 5] -> 1-2, 3-4, 5+); null = one bucket per difficulty."""
     confidence: float = Field(0.95, gt=0, lt=1)
@@ -435,9 +542,11 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
 
 def read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
+    except DuplicateKeyError as e:
+        raise ConfigError(str(path), [str(e)]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -8,17 +8,20 @@ from delegation_lab.errors import InputError
 
 
 def compare_runs(tracking_uri: str, study: str, metrics: list[str] | None = None) -> pl.DataFrame:
-    """One row per method: n_seeds and, per metric, mean and std over the latest stage run's children."""
+    """One row per method: n_seeds and, per metric, mean and std over the latest finished stage
+    run's children. Only FINISHED runs count: a failed, killed or still running stage is partial."""
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)
     if mlflow.get_experiment_by_name(study) is None:
         raise InputError(f"no MLflow experiment named {study!r} at {tracking_uri}; run its stage first")
-    runs = mlflow.search_runs(experiment_names=[study], output_format="list", max_results=50_000)
+    runs = mlflow.search_runs(experiment_names=[study], filter_string="attributes.status = 'FINISHED'",
+                              output_format="list", max_results=50_000)
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags and "method" in r.data.tags]
+    finished = {r.info.run_id for r in parents}
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in finished and "method" in r.data.tags]
     if not children:
-        raise InputError(f"experiment {study!r} has no method x seed runs yet")
+        raise InputError(f"experiment {study!r} has no finished method x seed runs yet")
     latest = max(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
     if latest and any(r.data.tags["mlflow.parentRunId"] == latest for r in children):
         children = [r for r in children if r.data.tags["mlflow.parentRunId"] == latest]

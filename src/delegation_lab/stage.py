@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from delegation_lab.config import Params, load_params
@@ -26,10 +29,34 @@ class StageContext:
     layout: Layout
     tracker: Tracker
     args: argparse.Namespace
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def progress(self) -> bool:
         return not (self.args.no_progress or os.environ.get("DLAB_NO_PROGRESS"))
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a part of the stage that matters (wall seconds), reported in metrics/timings/."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(self.phases.get(name, 0.0) + time.perf_counter() - start, 3)
+
+
+def _cpu_seconds() -> float:
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def write_timings(ctx: StageContext, label: str, wall: float, cpu: float) -> None:
+    """metrics/timings/<stage>.json: wall and CPU seconds and the phases, so `dvc metrics diff` shows a
+    slowdown like any other regression."""
+    from delegation_lab.tables import write_json_atomic
+
+    write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": ctx.phases},
+                      ctx.layout.root / "metrics" / "timings" / f"{label}.json")
 
 
 def run_stage(
@@ -51,7 +78,10 @@ def run_stage(
 
             make_deterministic()
         ctx = StageContext(name, params, Layout(Path(".")), Tracker(params.tracking), args)
+        wall, cpu = time.perf_counter(), _cpu_seconds()
         body(ctx)
+        label = f"{name}@{args.solver}" if getattr(args, "solver", None) else name
+        write_timings(ctx, label, time.perf_counter() - wall, _cpu_seconds() - cpu)
     except ConfigError as e:
         print(f"{name}: {e}", file=sys.stderr)
         sys.exit(2)

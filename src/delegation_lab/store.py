@@ -165,8 +165,6 @@ def write_summaries(layout: Layout, study: str, rows: pl.DataFrame | list[dict[s
 # ---------------------------------------------------------------------------------------------
 # DuckDB views
 
-READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-
 
 def _sql_type(dtype: pl.DataType) -> str:
     mapping = {pl.String: "VARCHAR", pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.Boolean: "BOOLEAN"}
@@ -177,7 +175,7 @@ def _sql_type(dtype: pl.DataType) -> str:
     return mapping.get(dtype, "VARCHAR")
 
 
-def _empty_view(con: duckdb.DuckDBPyConnection, name: str, schema: dict[str, pl.DataType]) -> None:
+def empty_view(con: duckdb.DuckDBPyConnection, name: str, schema: dict[str, pl.DataType]) -> None:
     cols = ", ".join(f"CAST(NULL AS {_sql_type(t)}) AS \"{c}\"" for c, t in schema.items())
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false")
 
@@ -186,69 +184,46 @@ def _quote(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with views items, answers, labels, ability_map, trajectories, summaries,
-    frontier, credit over the Parquet files; a missing table is an empty view with its schema."""
+def view_layout(root: Path) -> dict[str, tuple[Path, str, dict[str, pl.DataType], bool]]:
+    """Each view: (folder, glob of its Parquet files, schema of the empty view, hive-partitioned)."""
+    from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
     from delegation_lab.tables import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
 
-    root = layout.root.resolve()
-    con = duckdb.connect(":memory:")
-    globs = {
+    trajectory_schema = {"study": pl.String, "method": pl.String, "seed": pl.Int64, **TRAJECTORY_SCHEMA}
+    return {
         "items": (root / "data" / "items", "*.parquet", ITEMS_SCHEMA, False),
         "answers": (root / "data" / "answers", "*.parquet", ANSWERS_SCHEMA, False),
         "summaries": (root / "results" / "summaries", "*.parquet", SUMMARY_SCHEMA, False),
+        "outcomes": (root / "results" / "outcomes", "*.parquet", OUTCOME_SCHEMA, False),  # item-level, held-out
         "credit": (root / "results" / "credit", "*.parquet", CREDIT_SCHEMA, False),  # `dlab credit` tables
-        "trajectories": (
-            root / "results" / "trajectories",
-            "study=*/method=*/seed=*/*.parquet",
-            {"study": pl.String, "method": pl.String, "seed": pl.Int64, **TRAJECTORY_SCHEMA},
-            True,
-        ),
+        "trajectories": (root / "results" / "trajectories", "study=*/method=*/seed=*/*.parquet", trajectory_schema, True),
+        "labels": (root / "data", "labels.parquet", LABELS_SCHEMA, False),
+        "ability_map": (root / "data", "ability_map.parquet", ABILITY_MAP_SCHEMA, False),
+        "frontier": (root / "results", "frontier.parquet", FRONTIER_SCHEMA, False),
     }
-    for name, (folder, pattern, schema, hive) in globs.items():
+
+
+def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with views items, answers, labels, ability_map, trajectories, summaries,
+    frontier, credit over the Parquet files; a missing table is an empty view with its schema.
+
+    For the project's own code (dashboard, credit replay); `dlab query` uses the sealed connection
+    of `delegation_lab.sealed_query`, which no statement can make touch a file."""
+    con = duckdb.connect(":memory:")
+    for name, (folder, pattern, schema, hive) in view_layout(layout.root.resolve()).items():
         if folder.is_dir() and any(folder.glob(pattern)):
             options = ", hive_partitioning = true, hive_types = {'seed': BIGINT}" if hive else ", union_by_name = true"
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_quote(folder / pattern)}{options})")
         else:
-            _empty_view(con, name, schema)
-    singles = {
-        "labels": (root / "data" / "labels.parquet", LABELS_SCHEMA),
-        "ability_map": (root / "data" / "ability_map.parquet", ABILITY_MAP_SCHEMA),
-        "frontier": (root / "results" / "frontier.parquet", FRONTIER_SCHEMA),
-    }
-    for name, (path, schema) in singles.items():
-        if path.exists():
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_quote(path)})")
-        else:
-            _empty_view(con, name, schema)
+            empty_view(con, name, schema)
     return con
 
 
-def run_query(layout: Layout, sql: str) -> pl.DataFrame:
-    """Run one read-only statement (SELECT / WITH / EXPLAIN) over the views; anything else is refused,
-    and the statement can read files only under the project's data/ and results/."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as e:
-        raise InputError(f"cannot parse the query: {e}") from None
-    if len(statements) != 1:
-        raise InputError(f"give exactly one statement (got {len(statements)})")
-    kind = statements[0].type
-    if kind not in READ_ONLY_STATEMENTS:
-        raise InputError(f"only read queries (SELECT, WITH ... SELECT, EXPLAIN) are allowed here, not {kind.name}")
-    con = connect(layout)
-    try:
-        # the views read data/ and results/; nothing else on the machine (read_text, read_csv of any path)
-        root = layout.root.resolve()
-        allowed = ", ".join(_quote(f"{root / folder}/") for folder in ("data", "results"))
-        con.execute(f"SET allowed_directories = [{allowed}]")
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-        return con.sql(sql).pl()
-    except duckdb.Error as e:
-        raise InputError(f"query failed: {e}") from None
-    finally:
-        con.close()
+def run_query(layout: Layout, sql: str, timeout_s: float = 30.0) -> pl.DataFrame:
+    """Every row of one checked read statement over the sealed views (see `sealed_query`)."""
+    from delegation_lab.sealed_query import query_rows
+
+    return query_rows(layout, sql, timeout_s=timeout_s, max_rows=None).frame
 
 
 # Per-agent Shapley credit of replayed trajectories (results/credit/<study>.parquet, `dlab credit`).
@@ -273,5 +248,10 @@ FRONTIER_SCHEMA: dict[str, pl.DataType] = {
     "n_seeds": pl.Int64,
     "solver_set": pl.String,
     "run_ids": pl.String,  # comma-joined MLflow runs behind the point
+    "accuracy_ci_low": pl.Float64,  # item-level bootstrap interval (null: the study wrote no outcomes)
+    "accuracy_ci_high": pl.Float64,
+    "cost_ci_low": pl.Float64,
+    "cost_ci_high": pl.Float64,
     "on_pareto": pl.Boolean,
+    "verifier": pl.String,  # the verifier behind the point's accept decisions; one Pareto set per (dataset, verifier)
 }

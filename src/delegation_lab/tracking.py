@@ -4,12 +4,19 @@ One experiment per study; one parent run per stage invocation, tagged with the g
 `DVC_EXP_NAME`, the stage name and a hash of its params section; one child run per
 method x seed with its params, per-episode metrics (`log_batch` with `step`), final metrics and
 artifacts. With tracking disabled every call is a no-op, so stage code never branches on it.
+
+Every run records the process that owns it (tags `dlab.host`, `dlab.pid`, `dlab.pid_start`). A
+stage killed without cleanup (SIGKILL, OOM, power) leaves its runs RUNNING; the stage's next run
+marks those whose process is gone from this host FAILED (`mark_dead_runs_failed`). A run of another
+host, or of a live process here (a concurrent `dvc exp run`), is left alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,6 +61,14 @@ def git_commit(root: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^@/\s]*@")
+
+
+def without_url_passwords(value: str) -> str:
+    """A password written into a URL (`https://user:secret@host`) never reaches the tracking store."""
+    return _URL_PASSWORD.sub(r"\1:***@", value)
+
+
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """{'a': {'b': 1}} -> {'a.b': 1}, the form MLflow params and metrics take."""
     if hasattr(obj, "model_dump"):
@@ -64,6 +79,42 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     return {prefix[:-1]: obj}
+
+
+HOST_TAG, PID_TAG, PID_START_TAG = "dlab.host", "dlab.pid", "dlab.pid_start"
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot) from Linux /proc, None if there is no such
+    live process (a zombie counts as gone); tells a reused pid from the original."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def owner_tags() -> dict[str, str]:
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()), PID_START_TAG: _process_start(os.getpid()) or ""}
+
+
+def owner_is_gone(tags: Mapping[str, str]) -> bool:
+    """True only when the run's process was on this host and no longer runs (never for runs
+    without owner tags, or of another host: their process cannot be seen from here)."""
+    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return False
+    pid, started = int(tags[PID_TAG]), tags.get(PID_START_TAG)
+    if Path("/proc/self/stat").exists():
+        now = _process_start(pid)
+        return now is None or (bool(started) and now != started)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # e.g. another user's live process
+        return False
+    return False
 
 
 class Run:
@@ -84,7 +135,8 @@ class Run:
         from mlflow.entities import Param
 
         flat = flatten(params)
-        items = [Param(k, json.dumps(v) if isinstance(v, list | dict) else str(v)[:6000]) for k, v in flat.items()]
+        items = [Param(k, without_url_passwords(json.dumps(v) if isinstance(v, list | dict) else str(v))[:6000])
+                 for k, v in flat.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
@@ -151,7 +203,8 @@ class StageRun(Run):
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
         name = method if seed is None else f"{method}/seed={seed}"
-        run_tags = {MLFLOW_PARENT_RUN_ID: self.run_id, MLFLOW_RUN_NAME: name, "method": method, "stage": self.stage}
+        run_tags = {MLFLOW_PARENT_RUN_ID: self.run_id, MLFLOW_RUN_NAME: name, "method": method, "stage": self.stage,
+                    **owner_tags()}
         if seed is not None:
             run_tags["seed"] = str(seed)
         run_tags.update({k: str(v) for k, v in tags.items()})
@@ -198,6 +251,21 @@ class Tracker:
                 raise
             return found.experiment_id
 
+    def mark_dead_runs_failed(self, experiment_id: str, stage: str) -> list[str]:
+        """Mark FAILED the RUNNING runs (parents and children) of `stage` whose process is gone."""
+        from mlflow.entities import RunTag
+
+        running = self.client.search_runs(
+            [experiment_id], filter_string=f"attributes.status = 'RUNNING' and tags.stage = '{stage}'", max_results=5000
+        )
+        dead = [r for r in running if owner_is_gone(r.data.tags)]
+        for r in dead:
+            note = (f"process {r.data.tags[PID_TAG]} on {r.data.tags[HOST_TAG]} ended without closing this run; "
+                    f"marked FAILED by the next run of stage {stage}")
+            self.client.log_batch(r.info.run_id, tags=[RunTag("dlab.failure", note)])
+            self.client.set_terminated(r.info.run_id, status="FAILED")
+        return [r.info.run_id for r in dead]
+
     @contextmanager
     def stage_run(self, study: str, stage: str, params_section: Any = None) -> Iterator[StageRun]:
         if not self.params.enabled:
@@ -207,11 +275,13 @@ class Tracker:
 
         section = params_section.model_dump() if hasattr(params_section, "model_dump") else (params_section or {})
         exp_id = self.experiment_id(study)
+        self.mark_dead_runs_failed(exp_id, stage)
         tags = {
             MLFLOW_RUN_NAME: stage,
             "stage": stage,
             "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
             "params_hash": stable_hash(section, 16),
+            **owner_tags(),
         }
         commit = git_commit(self.root)
         if commit:

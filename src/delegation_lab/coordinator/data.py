@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.ability import bucket_of, lookup
+from delegation_lab.ability import bucket_of, domain_codes, lookup
 from delegation_lab.errors import InputError
 from delegation_lab.tables import Layout, read_items, read_labeled_answers
 
@@ -118,9 +118,18 @@ def _train_cost_by_bucket(difficulty: np.ndarray, cost: np.ndarray, edges: list[
     return out
 
 
+def _domain_keys(layout: Layout, ids: np.ndarray) -> np.ndarray:
+    """Each item's domain bucket, numbered as the ability map numbers them (ability.domain_codes over every item)."""
+    items = read_items(layout).select("item_id", "domain")
+    codes = domain_codes(items["domain"].unique().to_list())
+    by_id = dict(zip(items["item_id"].to_list(), items["domain"].to_list(), strict=True))
+    return np.asarray([codes[by_id[i]] for i in ids], dtype=np.int64)
+
+
 def load_coordinator_data(layout: Layout, solvers: list[str], need_map: bool,
-                          bucket_edges: list[int] | None) -> CoordinatorData:
-    """Train and test tables for `solvers`; every check runs here, before any training."""
+                          bucket_edges: list[int] | None, bucket_by: str = "difficulty") -> CoordinatorData:
+    """Train and test tables for `solvers`; every check runs here, before any training. With
+    `bucket_by: domain` the items' buckets are their domains (the map's keys) instead of difficulty."""
     labeled = read_labeled_answers(layout)
     known = labeled["solver"].unique().sort().to_list()
     check_solver_names(solvers, known, "coordinator (routes / agents)")
@@ -134,7 +143,11 @@ def load_coordinator_data(layout: Layout, solvers: list[str], need_map: bool,
     tables = {}
     for split in ("train", "test"):
         ids, diff, correct, cost = _wide(labeled, split, solvers, layout)
+        if bucket_by == "domain":
+            diff = _domain_keys(layout, ids)
         tables[split] = (ids, diff, correct, cost)
+    if bucket_by == "domain":
+        bucket_edges = None
     ability_map = pl.read_parquet(map_path) if has_map else None
     out = {}
     for split, (ids, diff, correct, cost) in tables.items():

@@ -92,7 +92,7 @@ def env_layout(params: CoordinatorParams, solver_order: list[str]) -> EnvLayout:
 
 
 def prepare_inputs(params: CoordinatorParams, solver_order: list[str], bucket_edges: list[int] | None,
-                   layout: Layout) -> tuple[EnvLayout, CoordinatorData]:
+                   layout: Layout, bucket_by: str = "difficulty") -> tuple[EnvLayout, CoordinatorData]:
     """Every check that needs data, before any training: solver names, device, the ability map,
     a complete cache for the train and test splits, enough train items for one packet."""
     for i, route in enumerate(params.routes or []):
@@ -108,7 +108,7 @@ def prepare_inputs(params: CoordinatorParams, solver_order: list[str], bucket_ed
         resolve_device(params.device, "coordinator.device")
     except ValueError as e:
         raise InputError(f"params.yaml coordinator.device: {e}") from None
-    data = load_coordinator_data(layout, list(env.columns), "dqn_map" in params.methods, bucket_edges)
+    data = load_coordinator_data(layout, list(env.columns), "dqn_map" in params.methods, bucket_edges, bucket_by)
     if data.train.n_items < params.packet_size:
         raise InputError(f"params.yaml coordinator.packet_size {params.packet_size} exceeds the "
                          f"{data.train.n_items} train items; lower it or raise data.train_size")

@@ -79,6 +79,8 @@ class EvalResult:
     loo: np.ndarray | None  # [S * N, slots]: correctness change when the slot's agent is removed (first replicate)
     correct: np.ndarray  # bool [S * N] first replicate
     tokens: np.ndarray  # [S * N] first replicate
+    item_correct: np.ndarray | None = None  # [S, N] per question: share of its replicates answered right
+    item_tokens: np.ndarray | None = None  # [S, N] per question: mean tokens over its replicates
 
 
 def accuracy_now(trainer: Trainer, ev: EvalSet) -> np.ndarray:
@@ -122,7 +124,8 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
         per["cost_per_task_usd"] = per["tokens_per_task"] * usd
         first = SingleRollouts(*(_first(getattr(roll, f), S, N, R) for f in
                                  ("task", "hop_present", "tool", "outcome", "valid", "recall", "tokens", "correct")))
-        return EvalResult(per, None, first, None, None, first.correct, first.tokens)
+        return EvalResult(per, None, first, None, None, first.correct, first.tokens,
+                          *_per_question(roll.correct, roll.tokens, S, N, R))
 
     roll, _, _ = trainer.team_step(ev.pool, task, draws, acts)
     game0 = TeamGame(roll, 0.0)
@@ -155,4 +158,11 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
     wp = first.worker_present.reshape(first.L, -1)
     per["worker_credit"] = (credit.credit[:, 1:] * wp).reshape(S, -1).sum(axis=1) / np.maximum(wp.reshape(S, -1).sum(axis=1), 1)
     loo_first = _first(loo, S, N, R)
-    return EvalResult(per, first, None, credit, loo_first, _first(correct, S, N, R), _first(tokens, S, N, R))
+    return EvalResult(per, first, None, credit, loo_first, _first(correct, S, N, R), _first(tokens, S, N, R),
+                      *_per_question(correct, tokens, S, N, R))
+
+
+def _per_question(correct: np.ndarray, tokens: np.ndarray, S: int, n: int, reps: int) -> tuple[np.ndarray, np.ndarray]:
+    """[S * N * R] question-major rollouts -> per seed and question, means over the replicates [S, N]."""
+    return (correct.reshape(S, n, reps).astype(np.float64).mean(axis=2),
+            tokens.reshape(S, n, reps).astype(np.float64).mean(axis=2))

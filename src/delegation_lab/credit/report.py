@@ -4,6 +4,11 @@ tables behind the plots.
 
 Units in metrics/credit.json follow the paper: accuracy and shares in percent, tokens per question
 in tokens, credit on the reward's scale.
+
+Intervals (`evaluation.statistics`): each method's held-out accuracy and cost get an item bootstrap
+over the held-out questions (seeds resampled too; `accuracy_ci`, `cost_per_task_usd_ci`), every
+`gaps.sharp_minus_*` a paired bootstrap on the same questions and seeds (`*_ci`, `*_p_value`), the
+final point of the stability curve a t interval over seeds.
 """
 
 from __future__ import annotations
@@ -16,8 +21,14 @@ import polars as pl
 from delegation_lab.credit.env import OUTCOME_NAMES, TOOL_NAMES, SingleRollouts, TeamGame, TeamRollouts, ToolTable
 from delegation_lab.credit.grpo import method_p
 from delegation_lab.credit.study import MethodOutcome, StudyOutcome
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.statistics import DDOF, ItemBootstrap, mean_and_std, paired_bootstrap, seed_interval
 
 DATASET = "sharp_multihop"  # the summaries' dataset: a simulated task, not the shared cached items
+# The summaries' verifier: no judge decides anything here. The environment's own reward (the simulated
+# task's exact answer check) scores every rollout, so the credit rows form their own verifier set.
+VERIFIER = "environment"
 
 # SHARP (arXiv 2602.08335): MuSiQue full / ablations (Figure 3, §5.3), the single-agent gap at 8B
 # (Figure 4, §5.4: SHARP 14.41 points above it, so 50.76 - 14.41), coordination (Figure 6, §5.5:
@@ -41,8 +52,12 @@ PCT = ("accuracy", "useful_share", "harmful_share", "redundant_share", "delegate
 
 
 def _ms(x: np.ndarray, scale: float = 1.0) -> tuple[float, float]:
-    x = np.asarray(x, dtype=np.float64) * scale
-    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else 0.0
+    return mean_and_std(np.asarray(x, dtype=np.float64) * scale)
+
+
+def item_id(split: str, task: int) -> str:
+    """A question's id, as in the trajectories."""
+    return f"mhq-{split}-{task:05d}"
 
 
 def stability(curve: np.ndarray) -> dict[str, float]:
@@ -51,19 +66,27 @@ def stability(curve: np.ndarray) -> dict[str, float]:
     pct = 100 * curve
     drawdown = (np.maximum.accumulate(pct, axis=1) - pct).max(axis=1)
     steps = np.diff(pct, axis=1)
+    final = seed_interval(pct[:, -1])
     return {
-        "final_accuracy_std": float(pct[:, -1].std(ddof=1)) if len(pct) > 1 else 0.0,
+        "final_accuracy": final["mean"],
+        "final_accuracy_std": final["std"],
+        "final_accuracy_ci": [final["low"], final["high"]],
         "max_drawdown": float(drawdown.mean()),
         "monotone_share": float((steps >= 0).mean()) if steps.size else 1.0,
-        "curve_std_mean": float(pct.std(axis=0, ddof=1).mean()) if len(pct) > 1 else 0.0,
+        "curve_std_mean": float(pct.std(axis=0, ddof=DDOF).mean()) if len(pct) > 1 else 0.0,
     }
 
 
-def method_metrics(m: MethodOutcome, late: int) -> dict[str, Any]:
+def method_metrics(m: MethodOutcome, late: int, boot: ItemBootstrap | None = None, usd_per_token: float = 0.0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, values in m.eval.per_seed.items():
         scale = 100.0 if key in PCT or key.startswith("tool_share_") else 1.0
         out[key], out[f"{key}_std"] = _ms(values, scale)
+    if boot is not None and m.eval.item_correct is not None:
+        lo, hi = boot.interval(m.eval.item_correct)
+        out["accuracy_ci"] = [100 * lo, 100 * hi]
+        lo, hi = boot.interval(m.eval.item_tokens * usd_per_token)
+        out["cost_per_task_usd_ci"] = [lo, hi]
     c = m.train.curves
     coal = c["coalitions"].sum(axis=0)  # every seed's coalitions of one batch
     credit_s = c["credit_seconds"].sum(axis=0)
@@ -81,21 +104,29 @@ def method_metrics(m: MethodOutcome, late: int) -> dict[str, Any]:
     return out
 
 
-def study_metrics(study: StudyOutcome) -> dict[str, Any]:
+def study_metrics(study: StudyOutcome, intervals: IntervalParams | None = None) -> dict[str, Any]:
     p = study.params
+    iv = intervals or IntervalParams()
     late = max(1, p.iterations // 10)
-    metrics: dict[str, Any] = {}
+    boot = ItemBootstrap(study.eval_set.n, iv.resamples, iv.confidence, iv.seed)
+    metrics: dict[str, Any] = {"verifier": VERIFIER}
     for m in study.methods:
-        block = method_metrics(m, late)
+        block = method_metrics(m, late, boot, p.usd_per_mtok / 1e6)
         if m.spec.name in PAPER:
             block["paper"] = dict(PAPER[m.spec.name])
         metrics[m.spec.name] = block
     # gaps in accuracy points (the ablation figure's differences)
     gaps: dict[str, Any] = {}
     if "sharp" in metrics:
+        sharp = study.get("sharp")
         for other in ("no_shapley", "planner_only", "worker_only", "single", "broadcast"):
             if other in metrics:
                 gaps[f"sharp_minus_{other}"] = metrics["sharp"]["accuracy"] - metrics[other]["accuracy"]
+                rival = study.get(other)
+                if sharp.eval.item_correct is not None and rival.eval.item_correct is not None:
+                    test = paired_bootstrap(boot, sharp.eval.item_correct, rival.eval.item_correct)  # same questions and seeds
+                    gaps[f"sharp_minus_{other}_ci"] = [100 * test["ci_low"], 100 * test["ci_high"]]
+                    gaps[f"sharp_minus_{other}_p_value"] = test["p_value"]
         gaps["paper"] = {k: v for k, v in PAPER_GAPS.items() if k in gaps}
     metrics["gaps"] = gaps
     # the p-sweep: no_shapley is p = 0, sharp is p = 1
@@ -105,7 +136,7 @@ def study_metrics(study: StudyOutcome) -> dict[str, Any]:
         if pv is None:
             continue
         b = metrics[m.spec.name]
-        sweep[f"p={pv:g}"] = {"p": pv, "accuracy": b["accuracy"], "accuracy_std": b["accuracy_std"],
+        sweep[f"p={pv:g}"] = {"p": pv, "accuracy": b["accuracy"], "accuracy_std": b["accuracy_std"], "accuracy_ci": b.get("accuracy_ci"),
                               "tokens_per_task": b["tokens_per_task"], "harmful_share": b["harmful_share"],
                               "useful_share": b["useful_share"], "batch_seconds": b["train"]["batch_seconds"],
                               "credit_seconds_per_batch": b["train"]["credit_seconds_per_batch"],
@@ -147,7 +178,7 @@ def summary_rows(study: StudyOutcome, run_ids: dict[tuple[str, int], str | None]
         for s, seed in enumerate(m.train.seeds):
             common = {"study": "credit", "method": m.spec.name, "seed": seed, "operating_point": op,
                       "dataset": DATASET, "solver_set": "planner,worker" if m.spec.team else "single",
-                      "run_id": run_ids.get((m.spec.name, seed)), "return": None}
+                      "run_id": run_ids.get((m.spec.name, seed)), "return": None, "verifier": VERIFIER}
             rows.append({**common, "split": "test", "accuracy": float(per["accuracy"][s]),
                          "cost_per_item_usd": float(per["tokens_per_task"][s] * usd),
                          "calls_per_item": float(per["tool_calls_per_task"][s]),
@@ -157,6 +188,25 @@ def summary_rows(study: StudyOutcome, run_ids: dict[tuple[str, int], str | None]
                          "calls_per_item": float(c["tool_calls"][s, -late:].mean()),
                          "n_items": late * p.tasks_per_batch * p.group_size})
     return rows
+
+
+def outcome_rows(study: StudyOutcome) -> pl.DataFrame:
+    """Held-out outcomes per method x seed x question (the test summary rows' items): the share of
+    the question's replicates answered right, and its mean dollars per rollout."""
+    usd = study.params.usd_per_mtok / 1e6
+    ids = [item_id("test", t) for t in range(study.eval_set.n)]
+    parts = []
+    for m in study.methods:
+        pv = method_p(m.spec)
+        op = "default" if m.spec.name in ("sharp", "no_shapley") or pv is None else f"p={pv:g}"
+        for s, seed in enumerate(m.train.seeds):
+            n = len(ids)
+            parts.append(pl.DataFrame({
+                "study": ["credit"] * n, "method": [m.spec.name] * n, "operating_point": [op] * n, "seed": [seed] * n,
+                "split": ["test"] * n, "dataset": [DATASET] * n, "verifier": [VERIFIER] * n, "item_id": ids,
+                "correct": m.eval.item_correct[s], "cost_usd": m.eval.item_tokens[s] * usd,
+            }))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=OUTCOME_SCHEMA)
 
 
 # -------------------------------------------------------------------------------- trajectories
@@ -201,7 +251,7 @@ def team_frame(roll: TeamRollouts, split: str, episode: np.ndarray, rollout: np.
     action = np.where(is_planner, plan_actions[rows], np.array(TOOL_NAMES, dtype=object)[tool])
     frame = pl.DataFrame({
         "episode": episode[rows].astype(np.int64), "step": step.astype(np.int64), "split": np.full(len(rows), split),
-        "item_id": [f"mhq-{split}-{t:05d}" for t in roll.task[rows]],
+        "item_id": [item_id(split, t) for t in roll.task[rows]],
         "action": action.astype(str), "executors": [[n] for n in names[slots]],
         "correct": correct[rows], "cost_usd": tokens * usd_per_token,
         "reward": reward[rows, slots].astype(np.float64),
@@ -253,7 +303,7 @@ def single_frame(roll: SingleRollouts, split: str, episode: np.ndarray, rollout:
     tokens = tokens_base[tool]
     frame = pl.DataFrame({
         "episode": ep.astype(np.int64), "step": step.astype(np.int64), "split": np.full(len(rows), split),
-        "item_id": [f"mhq-{split}-{t:05d}" for t in roll.task[rows]],
+        "item_id": [item_id(split, t) for t in roll.task[rows]],
         "action": np.array(TOOL_NAMES)[tool], "executors": [["single"]] * len(rows),
         "correct": roll.correct[rows], "cost_usd": tokens * usd_per_token,
         "reward": roll.correct[rows].astype(np.float64), "calls": (tool != 0).astype(np.int64),
@@ -340,7 +390,7 @@ def curve_tables(study: StudyOutcome) -> dict[str, pl.DataFrame]:
     for m in study.methods:
         acc = 100 * m.train.eval_accuracy
         cols[m.spec.name] = acc.mean(axis=0)
-        cols[f"{m.spec.name}_std"] = acc.std(axis=0, ddof=1) if acc.shape[0] > 1 else np.zeros(acc.shape[1])
+        cols[f"{m.spec.name}_std"] = np.array([mean_and_std(col)[1] for col in acc.T])
     tables["heldout_accuracy"] = pl.DataFrame(cols)
     cols = {"iteration": np.arange(study.params.iterations)}
     for m in study.methods:
@@ -351,7 +401,7 @@ def curve_tables(study: StudyOutcome) -> dict[str, pl.DataFrame]:
     for m in study.methods:
         per = m.eval.per_seed
         rows.append({"method": m.spec.name, "accuracy": 100 * float(per["accuracy"].mean()),
-                     "accuracy_std": 100 * float(per["accuracy"].std(ddof=1)) if len(per["accuracy"]) > 1 else 0.0,
+                     "accuracy_std": 100 * mean_and_std(per["accuracy"])[1],
                      "tokens_per_task": float(per["tokens_per_task"].mean()),
                      "tool_calls_per_task": float(per["tool_calls_per_task"].mean()),
                      "useful_share": 100 * float(per["useful_share"].mean()),

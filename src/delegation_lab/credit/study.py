@@ -18,6 +18,7 @@ from delegation_lab.credit.env import TaskPool, make_pool
 from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, evaluate, make_eval_set
 from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train
 from delegation_lab.credit.params import CreditParams
+from delegation_lab.evaluation.statistics import mean_and_std
 from delegation_lab.torch_runtime import resolve_device, torch_threads
 
 POOL_STREAM = 0
@@ -67,7 +68,7 @@ def run_study(params: CreditParams, progress: bool = False, log: Callable[[str],
             outcome = MethodOutcome(spec, result, evaluation, time.perf_counter() - t0)
             outcomes.append(outcome)
             acc = evaluation.per_seed["accuracy"]
-            log(f"credit: {name}: held-out accuracy {100 * acc.mean():.2f} ± {100 * acc.std(ddof=1) if len(acc) > 1 else 0:.2f} %, "
+            log(f"credit: {name}: held-out accuracy {100 * acc.mean():.2f} ± {100 * mean_and_std(acc)[1]:.2f} % (std over seeds), "
                 f"{evaluation.per_seed['tokens_per_task'].mean():.0f} tokens / question, {outcome.seconds:.1f} s")
             if on_method is not None:
                 on_method(outcome)

@@ -30,7 +30,7 @@ def build_items(params: DataParams) -> list[Item]:
         pool, test = load_aqua_rat(params.aqua_rat)
         return take_splits(pool, test, source=f"aqua_rat ({params.aqua_rat.path})", **sizes)
     if kind in ("jsonl", "parquet"):
-        items, _, fixed = load_table(params.table, kind)
+        items, _, fixed = load_table(params.table, kind, params.allow_missing_gold)
         if fixed is not None:
             fixed_items = [item.model_copy(update={"split": fixed[item.item_id]}) for item in items]
             return require_every_split(fixed_items, f"{params.table.path} (column {params.table.fields.split!r})")

@@ -72,12 +72,12 @@ def take_splits(
             raise SplitError(f"{source}: has no official test split, so data.test_size must be a number")
         test, order = order[:test_size], order[test_size:]
         if len(test) < test_size:
-            raise SplitError(f"{source}: {len(pool)} items cannot give test_size={test_size}")
+            raise SplitError(f"{source}: {len(pool)} items cannot give data.test_size={test_size}")
     else:
         test = list(test_pool)
         if test_size is not None:
             if test_size > len(test):
-                raise SplitError(f"{source}: test_size={test_size} but the source has {len(test)} test items")
+                raise SplitError(f"{source}: data.test_size={test_size} but the source has {len(test)} test items")
             test = [test[i] for i in sorted(rng.permutation(len(test))[:test_size])]
     need_train = train_size if train_size is not None else max(len(order) - ability_size, 0)
     if ability_size + need_train > len(order):

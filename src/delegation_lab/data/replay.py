@@ -3,6 +3,10 @@
 One item per distinct (normalised) question of the cache, gold unknown: the replayed answers bring
 their own correctness labels (label method `imported`). With this a user who has only a cache runs
 the whole pipeline: prepare (dataset replay) -> solve@X (backend replay) -> label (imported).
+
+Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
+number of solution steps, and its gold), the cache's `difficulty_column`, or the item's domain
+(bucket 1, 2, ... by domain name, so one-domain caches put every item in bucket 1).
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.config import ReplayDatasetParams
+from delegation_lab.ability import domain_codes
+from delegation_lab.config import Gsm8kParams, ReplayDatasetParams
 from delegation_lab.data.items import Item, make_item_id
 from delegation_lab.errors import InputError
-from delegation_lab.solvers.replay import load_cache
+from delegation_lab.solvers.replay import load_cache, normalise_question
 
 
 class ReplayDataError(InputError):
@@ -42,12 +47,28 @@ def _difficulty(value: Any, path: Path, column: str, source_id: str) -> int:
     return int(f)
 
 
+def gsm8k_by_question(path: str | Path) -> dict[str, Item]:
+    """Every GSM8K item of the folder's train.jsonl and test.jsonl (either may be absent) by normalised question."""
+    from delegation_lab.data.sources import gsm8k_item, read_jsonl
+
+    root = Path(path)
+    files = [(name, root / f"{name}.jsonl") for name in ("train", "test") if (root / f"{name}.jsonl").exists()]
+    if not files:
+        raise ReplayDataError(f"data.replay.gsm8k_path: {root} holds neither train.jsonl nor test.jsonl")
+    out: dict[str, Item] = {}
+    for name, file in files:
+        for i, row in enumerate(read_jsonl(file)):
+            item = gsm8k_item(row, name, i, file, i + 1)
+            out.setdefault(normalise_question(item.question), item)
+    return out
+
+
 def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     """One item per distinct normalised prompt of the cache, in file order (first row wins)."""
     if not params.path:
-        raise ReplayDataError("data.replay.path is empty; set it to the cache file (and data.replay.format)")
+        raise ReplayDataError("data.replay.path is empty; set it to the cache file, folder or glob (and data.replay.format)")
     path = Path(params.path)
-    frame = load_cache(path, params.format).frame
+    frame = load_cache(params.path, params.format, params.fields, params.trust_pickle).frame
     if params.eval_name is not None:
         if "eval_name" not in frame.columns:
             raise ReplayDataError(
@@ -64,8 +85,10 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
             f"{path}: data.replay.difficulty_column {column!r} is not a column of the cache "
             f"(columns: {[c for c in frame.columns if c != 'key']})"
         )
+    gsm8k = gsm8k_by_question(params.gsm8k_path) if params.gsm8k_path else {}
     first = frame.unique(subset="key", keep="first", maintain_order=True)
-    wanted = ["source_index", "prompt"] + ([column] if column else [])
+    codes = domain_codes(first["domain"].to_list())
+    wanted = ["source_index", "prompt", "key", "domain"] + ([column] if column else [])
     seen: dict[str, int] = {}
     items = []
     for row in first.select(wanted).iter_rows(named=True):
@@ -76,14 +99,19 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
         seen[source_id] = n
         if n > 1:
             source_id = f"{source_id}~{n}"
-        difficulty = _difficulty(row[column], path, column, source_id) if column else 1
+        known = gsm8k.get(row["key"])
+        if known is not None:
+            difficulty, gold = known.difficulty, known.gold
+        else:
+            difficulty = _difficulty(row[column], path, column, source_id) if column else codes[row["domain"]]
+            gold = None
         items.append(Item(
             item_id=make_item_id(f"replay:{path.name}", source_id),
             split="",
             question=row["prompt"],
-            gold=None,
+            gold=gold,
             difficulty=difficulty,
-            domain="replay",
+            domain=row["domain"],
             source=path.name,
             source_id=source_id,
         ))

@@ -155,34 +155,62 @@ def load_aqua_rat(params: AquaRatParams) -> tuple[list[Item], list[Item]]:
 # ------------------------------------------------------------------------------------------- table
 
 
-def load_table(params: TableParams, fmt: str) -> tuple[list[Item], list[Item] | None, dict[str, str] | None]:
-    """Generic table: returns (items, None, fixed splits by item_id or None)."""
+def read_parquet_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a Parquet file; a missing, empty or corrupt file is named, not a polars traceback."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        return pl.read_parquet(path).to_dicts()
+    # a malformed footer can make polars panic (a BaseException), not raise
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as e:
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(f"{path}: not a readable Parquet file ({detail})") from None
+
+
+def as_text(value: Any) -> str:
+    """A cell as text: lists and objects as JSON (never Python's repr), other values with str()."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def load_table(
+    params: TableParams, fmt: str, allow_missing_gold: bool = False
+) -> tuple[list[Item], list[Item] | None, dict[str, str] | None]:
+    """Generic table: returns (items, None, fixed splits by item_id or None).
+
+    A row without gold (field missing or null) fails naming the file and line, unless
+    `allow_missing_gold` (params `data.allow_missing_gold`) or the table has no gold field at all."""
     path = Path(params.path)
     if not params.path:
         raise DataError(f"data.table.path is empty; set it to the {fmt} file to load")
-    if fmt == "parquet":
-        if not path.exists():
-            raise DataError(f"{path}: file not found")
-        rows = pl.read_parquet(path).to_dicts()
-    else:
-        rows = read_jsonl(path)
+    rows = read_parquet_rows(path) if fmt == "parquet" else read_jsonl(path)
     f = params.fields
     items, splits = [], {} if f.split else None
     for i, row in enumerate(rows):
         lineno = i + 1
         question = _field(row, f.question, path, lineno)
         gold = row.get(f.gold) if f.gold else None
-        choices = list(_field(row, f.choices, path, lineno)) if f.choices else None
+        if f.gold and gold is None and not allow_missing_gold:
+            raise DataError(
+                f"{path}: line {lineno}: no gold in field {f.gold!r} (has {sorted(row)}); "
+                "set data.allow_missing_gold: true to keep such rows"
+            )
+        choices = _field(row, f.choices, path, lineno) if f.choices else None
+        if choices is not None and not isinstance(choices, (list, tuple)):
+            raise DataError(f"{path}: line {lineno}: field {f.choices!r} is {type(choices).__name__}, expected a list")
         if gold is not None and choices is None:
-            gold = normalise_number(str(gold)) or str(gold).strip()
+            gold = normalise_number(as_text(gold)) or as_text(gold).strip()
         difficulty = int(_field(row, f.difficulty, path, lineno)) if f.difficulty else 1
-        source_id = str(_field(row, f.id, path, lineno)) if f.id else str(i)
+        source_id = as_text(_field(row, f.id, path, lineno)) if f.id else str(i)
         item = Item(
             item_id=make_item_id(f"{fmt}:{path.name}", source_id),
             split="",
-            question=str(question),
-            gold=None if gold is None else str(gold),
-            choices=[str(c) for c in choices] if choices is not None else None,
+            question=as_text(question),
+            gold=None if gold is None else as_text(gold),
+            choices=[as_text(c) for c in choices] if choices is not None else None,
             difficulty=difficulty,
             domain=params.domain,
             source=path.name,
@@ -190,7 +218,7 @@ def load_table(params: TableParams, fmt: str) -> tuple[list[Item], list[Item] | 
         )
         items.append(item)
         if splits is not None:
-            split = str(_field(row, f.split, path, lineno))
+            split = as_text(_field(row, f.split, path, lineno))
             if split not in ("ability", "train", "test"):
                 raise DataError(f"{path}: line {lineno}: split {split!r} is not ability, train or test")
             splits[item.item_id] = split

@@ -13,13 +13,18 @@ from delegation_lab.evaluation.statistics import (
     DDOF,
     ItemBootstrap,
     mean_and_std,
+    mean_ci,
+    median_ci,
     paired_bootstrap,
+    ratio_ci,
     seed_interval,
+    unit_bootstrap,
     wilson_interval,
 )
 from delegation_lab.evaluation.verifier import Verifier, build_verifier, uniforms
 
 __all__ = [
     "DDOF", "EvaluationParams", "IntervalParams", "ItemBootstrap", "Verifier", "VerifierParams", "build_verifier",
-    "mean_and_std", "paired_bootstrap", "seed_interval", "uniforms", "wilson_interval",
+    "mean_and_std", "mean_ci", "median_ci", "paired_bootstrap", "ratio_ci", "seed_interval", "uniforms", "unit_bootstrap",
+    "wilson_interval",
 ]

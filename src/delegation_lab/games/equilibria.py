@@ -34,6 +34,9 @@ Subgames are the game tree's histories, i.e. states reachable under some joint a
 (`Game.reachable`). If a reachable subgame has no pure equilibrium, the sets are empty.
 Work is bounded by `max_combinations`: a game that needs more fails fast with `GameTooLarge`
 naming the step, state and estimated count instead of running for hours.
+Memory is bounded by `max_memory`: `solve` refuses a game whose estimate (`games.limits`: mostly
+one profile node per history of the game tree) exceeds it before any work, and the room left under
+it caps the continuation combinations the enumeration may keep.
 """
 
 from __future__ import annotations
@@ -44,13 +47,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from delegation_lab.errors import InputError
+from delegation_lab.games.limits import (
+    COMBINATION_BYTES,
+    DEFAULT_MAX_MEMORY,
+    RAISE_HINT,
+    GameTooLarge,
+    check_memory,
+    fmt_bytes,
+    parse_size,
+)
 from delegation_lab.games.spec import Game, Value
 
 DEFAULT_MAX_COMBINATIONS = 2_000_000
-
-
-class GameTooLarge(InputError):
-    """The enumeration would exceed its budget; the message carries the estimated count."""
 
 
 IntValue = tuple[int, ...]
@@ -128,9 +136,17 @@ class Witness:
 @dataclass
 class Budget:
     limit: int
+    memory_room: int | None = None
+    """Bytes the memory limit leaves for the enumeration (limits.COMBINATION_BYTES per combination)."""
     used: int = 0
 
     def spend(self, n: int, where: str, selectors: int | None = None) -> None:
+        if self.memory_room is not None and (self.used + n) * COMBINATION_BYTES > self.memory_room:
+            raise GameTooLarge(
+                f"game too large for the memory limit: {where} needs {fmt_count(n)} more continuation combinations "
+                f"(estimated total {fmt_count(self.used + n)}, ~{fmt_bytes((self.used + n) * COMBINATION_BYTES)} > the "
+                f"{fmt_bytes(self.memory_room)} the limit leaves after the profile); {RAISE_HINT}"
+            )
         if self.used + n > self.limit:
             lit = f"; the literal Algorithm 1 would enumerate {fmt_count(selectors)} continuation selectors there" if selectors else ""
             raise GameTooLarge(
@@ -172,11 +188,12 @@ class HistorySolution:
         return sum(c.selectors for c in self.costs)
 
 
-def solve_history(game: Game, max_combinations: int = DEFAULT_MAX_COMBINATIONS) -> HistorySolution:
+def solve_history(game: Game, max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+                  memory_room: int | None = None) -> HistorySolution:
     """Every distinct value vector of deterministic history-dependent SPE, with witnesses."""
     n, T = game.n_players, game.horizon
     sc = Scaled.of(game)
-    budget = Budget(max_combinations)
+    budget = Budget(max_combinations, memory_room)
     sets: list[dict[int, dict[IntValue, Witness]]] = [dict() for _ in range(T)]
     punishment: list[dict[int, tuple[IntValue, ...]]] = [dict() for _ in range(T)]
     costs: list[StateCost] = []
@@ -326,10 +343,11 @@ class MarkovSolution:
         return out
 
 
-def solve_markov(game: Game, max_combinations: int = DEFAULT_MAX_COMBINATIONS) -> MarkovSolution:
+def solve_markov(game: Game, max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+                 memory_room: int | None = None) -> MarkovSolution:
     T = game.horizon
     sc = Scaled.of(game)
-    budget = Budget(max_combinations)
+    budget = Budget(max_combinations, memory_room)
     layers: list[dict] = [dict() for _ in range(T)]
     nxt_layer: dict[tuple[IntValue, ...], object] = {(): None}
     for t in reversed(range(T)):
@@ -379,9 +397,14 @@ class Solution:
     favoured: Value | None = field(default=None)
 
 
-def solve(game: Game, favour: str | None = None, max_combinations: int = DEFAULT_MAX_COMBINATIONS) -> Solution:
+def solve(game: Game, favour: str | None = None, max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+          max_memory: int | str = DEFAULT_MAX_MEMORY, json_profiles: int = 0) -> Solution:
+    """Both equilibrium sets. Refuses before any work when the memory estimate of solving and
+    reporting (`json_profiles` example profiles in the JSON) exceeds `max_memory` (bytes or `2GiB`)."""
     if favour is not None and favour not in game.players:
         raise InputError(f"--favour: unknown player {favour!r} (players: {', '.join(game.players)})")
-    hist = solve_history(game, max_combinations)
-    markov = solve_markov(game, max_combinations)
+    limit = parse_size(max_memory) if isinstance(max_memory, str) else max_memory
+    room = limit - check_memory(game, limit, json_profiles).bytes
+    hist = solve_history(game, max_combinations, room)
+    markov = solve_markov(game, max_combinations, room - hist.combinations * COMBINATION_BYTES)  # the history sets stay
     return Solution(game, hist, markov, favour, favoured_value(game, hist.values(), favour))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from delegation_lab.games.limits import parse_size
 from delegation_lab.params_model import ParamsModel
 
 AGENTS = ("A", "B")
@@ -17,6 +18,15 @@ class EquilibriaParams(ParamsModel):
     """Player whose value Algorithm 1's selection maximises (null: the total sum of values)."""
     max_combinations: int = Field(2_000_000, ge=1)
     """Work budget of each solver (continuation combinations); a larger game fails fast naming its estimate."""
+    max_memory: str = "2GiB"
+    """Memory limit of solving and reporting each game (`2GiB`, `512MiB`, ...); a game whose estimate
+    (mostly one profile node per history of its game tree) exceeds it fails before any work, naming its size."""
+
+    @field_validator("max_memory")
+    @classmethod
+    def _size(cls, text: str) -> str:
+        parse_size(text)  # InputError is a ValueError: pydantic names the key
+        return text
 
     @field_validator("games")
     @classmethod

@@ -7,9 +7,9 @@ from fractions import Fraction
 from typing import Any
 
 from delegation_lab.games.equilibria import ProfileNode, Solution, fmt_count, history_profile, history_text
+from delegation_lab.games.limits import PROFILE_NODE_CAP
 from delegation_lab.games.spec import Game, Value
-
-PROFILE_NODE_CAP = 5000  # a profile with more histories keeps only its on-path ones in the output
+DEFAULT_MAX_PROFILES = 100  # example profiles per value set in the JSON
 FAVOUR_RULE = "max V[favoured], then max sum of values, then the first in sorted order"
 
 
@@ -56,7 +56,7 @@ def markov_profile_json(game: Game, profile: list[tuple[int, int, int]]) -> list
     return [{"step": t, "state": game.states[x], "actions": game.joint_dict(j)} for t, x, j in profile]
 
 
-def solution_json(sol: Solution, max_profiles: int = 100) -> dict[str, Any]:
+def solution_json(sol: Solution, max_profiles: int = DEFAULT_MAX_PROFILES) -> dict[str, Any]:
     """`{"history": [{"values", "exact", "example_profile"}], "markov": [...], "favoured": {...}, ...}`;
     example profiles for the first `max_profiles` values of each set (null beyond)."""
     game, hist, markov = sol.game, sol.history, sol.markov

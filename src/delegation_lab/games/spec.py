@@ -40,6 +40,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from delegation_lab.errors import InputError
+from delegation_lab.params_model import DuplicateKeyError, UniqueKeyLoader
 
 Value = tuple[Fraction, ...]
 """One exact number per player."""
@@ -293,7 +294,9 @@ def load_game_spec(ref: str | Path) -> GameSpec:
     else:
         raise InputError(f"{ref}: no such spec file and no builtin game of that name (builtins: {', '.join(builtin_names())})")
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as e:
+        raise GameSpecError(source, [str(e)]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

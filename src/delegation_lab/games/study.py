@@ -13,12 +13,14 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.statistics import DDOF, seed_interval
 from delegation_lab.figures import pyplot, save_figure
-from delegation_lab.games.equilibria import Solution, solve
+from delegation_lab.games.equilibria import GameTooLarge, Solution, solve
 from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
 from delegation_lab.games.iql import IQLResult
 from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
-from delegation_lab.games.report import number
+from delegation_lab.games.limits import check_spec_memory, parse_size
+from delegation_lab.games.report import DEFAULT_MAX_PROFILES, number
 from delegation_lab.games.spec import Game, compile_game, load_game_spec
 
 CONDITIONS = {"no_transfer": False, "transfer": True}
@@ -48,7 +50,9 @@ def load_games(params: EquilibriaParams, root: Path) -> list[Game]:
     for k, ref in enumerate(params.games):
         path = root / ref
         try:
-            game = compile_game(load_game_spec(path if path.is_file() else ref))
+            spec = load_game_spec(path if path.is_file() else ref)
+            check_spec_memory(spec, parse_size(params.max_memory))  # before compiling its tables
+            game = compile_game(spec)
         except InputError as e:
             raise InputError(f"history_game.equilibria.games[{k}]: {e}") from None
         if params.favour is not None and params.favour not in game.players:
@@ -64,7 +68,16 @@ def load_games(params: EquilibriaParams, root: Path) -> list[Game]:
 
 
 def solve_games(games: list[Game], params: EquilibriaParams) -> dict[str, Solution]:
-    return {g.name: solve(g, params.favour, params.max_combinations) for g in games}
+    """Each game within the section's work and memory limits (the stage writes each JSON with the
+    default number of example profiles, plus the favoured one)."""
+    limit = parse_size(params.max_memory)
+    out = {}
+    for g in games:
+        try:
+            out[g.name] = solve(g, params.favour, params.max_combinations, limit, DEFAULT_MAX_PROFILES + 1)
+        except GameTooLarge as e:
+            raise GameTooLarge(f"history_game.equilibria: {e}") from None
+    return out
 
 
 def equilibria_metrics(sol: Solution) -> dict[str, Any]:
@@ -107,20 +120,24 @@ def help_games(params: HistoryGameParams) -> dict[str, HelpGame]:
     return {c: HelpGame.from_params(params.game, money) for c, money in CONDITIONS.items()}
 
 
-def money_metrics(result: IQLResult, late_window: int) -> dict[str, Any]:
+def money_metrics(result: IQLResult, late_window: int, confidence: float = 0.95) -> dict[str, Any]:
     """Greedy-policy returns after training (the paper's reported outcome), their spread over
-    seeds, and the late-training (epsilon-greedy) returns."""
+    seeds (sample std, ddof 1) with a t interval of the mean over seeds (`*_mean_ci`), and the
+    late-training (epsilon-greedy) returns."""
     per_seed = result.eval_returns.mean(axis=1)  # mean over the two agents
     late = result.returns[:, -late_window:].mean(axis=(1, 2))
+    greedy, training = seed_interval(per_seed, confidence), seed_interval(late, confidence)
     out = {
-        "return_mean": float(per_seed.mean()),
-        "return_std": float(per_seed.std()),
+        "return_mean": greedy["mean"],
+        "return_std": greedy["std"],
+        "return_mean_ci": [greedy["low"], greedy["high"]],
         "return_A_mean": float(result.eval_returns[:, 0].mean()),
         "return_B_mean": float(result.eval_returns[:, 1].mean()),
         "helps_mean": float(result.eval_helps.mean()),
         "helps_min": float(result.eval_helps.min()),
-        "train_late_return_mean": float(late.mean()),
-        "train_late_return_std": float(late.std()),
+        "train_late_return_mean": training["mean"],
+        "train_late_return_std": training["std"],
+        "train_late_return_mean_ci": [training["low"], training["high"]],
         "seeds": len(result.seeds),
     }
     if result.game.money:
@@ -134,7 +151,7 @@ def curve_frame(result: IQLResult) -> pl.DataFrame:
     return pl.DataFrame({
         "episode": np.arange(1, agent_mean.shape[1] + 1),
         "return": agent_mean.mean(axis=0),
-        "return_std": agent_mean.std(axis=0),
+        "return_std": agent_mean.std(axis=0, ddof=DDOF) if agent_mean.shape[0] > 1 else np.zeros(agent_mean.shape[1]),
         "return_A": result.returns[:, :, 0].mean(axis=0),
         "return_B": result.returns[:, :, 1].mean(axis=0),
         "helps": result.helps.mean(axis=(0, 2)),

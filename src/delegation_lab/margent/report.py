@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
+
 from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.margent.distill import ACTIONS
 from delegation_lab.margent.evaluate import TreeTable
@@ -73,20 +75,44 @@ def walk_rows(table: TreeTable, method: Method, k: int) -> pl.DataFrame:
     })
 
 
-def summary_rows(methods: list[Method], dataset: str, solvers: str, run_ids: dict[tuple[str, str, int], str]) -> list[dict]:
-    """Held-out rows for the frontier; the measured oracle (it reads gold) is left out."""
+ORACLE = "margent-oracle"
+
+
+def summary_rows(methods: list[Method], dataset: str, solvers: str, run_ids: dict[tuple[str, str, int], str],
+                 verifier: str | None = None) -> list[dict]:
+    """Held-out rows for the frontier; the measured oracle (it reads gold) is left out.
+
+    `verifier`: the shared `evaluation.verifier`'s name. No MARGENT method consults a verifier (the
+    manager commits on its own, the baselines follow fixed sequences), so their results are the same
+    under any verifier and the rows join the run's verifier set."""
     rows = []
     for m in methods:
-        if m.name == "margent-oracle":
+        if m.name == ORACLE:
             continue
         for seed, row in zip(m.seeds, m.rows, strict=True):
             rows.append({
                 "study": "margent", "method": m.name, "seed": seed, "split": "test", "operating_point": m.operating_point,
                 "accuracy": row["accuracy"], "cost_per_item_usd": row["cost_per_item_usd"], "calls_per_item": row["calls"],
                 "return": None, "n_items": row["n_items"], "dataset": dataset, "solver_set": solvers,
-                "run_id": run_ids.get((m.name, m.operating_point, seed)),
+                "run_id": run_ids.get((m.name, m.operating_point, seed)), "verifier": verifier,
             })
     return rows
+
+
+def outcome_rows(methods: list[Method], item_ids: list[str], dataset: str, verifier: str | None) -> pl.DataFrame:
+    """Item-level test outcomes for every summary row (same method / operating point / seed)."""
+    parts = []
+    n = len(item_ids)
+    for m in methods:
+        if m.name == ORACLE:
+            continue
+        for k, seed in enumerate(m.seeds):
+            parts.append(pl.DataFrame({
+                "study": ["margent"] * n, "method": [m.name] * n, "operating_point": [m.operating_point] * n, "seed": [seed] * n,
+                "split": ["test"] * n, "dataset": [dataset] * n, "verifier": [verifier] * n, "item_id": [str(i) for i in item_ids],
+                "correct": m.outcomes["correct"][k].astype(float), "cost_usd": m.outcomes["cost"][k].astype(float),
+            }, schema_overrides={"verifier": pl.String}))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=OUTCOME_SCHEMA)
 
 
 def operating_points(metrics: dict) -> pl.DataFrame:
@@ -103,7 +129,12 @@ def table1_frame(metrics: dict) -> pl.DataFrame:
 
 
 def table2_frame(metrics: dict) -> pl.DataFrame:
-    return pl.DataFrame([{"agent": a, **{k: v for k, v in d.items()}} for a, d in metrics["marginal"].items()])
+    """One row per sub-agent; the net value's interval as net_value_low / net_value_high (CSV cells are flat)."""
+    rows = []
+    for a, d in metrics["marginal"].items():
+        lo, hi = d.get("net_value_ci") or (None, None)
+        rows.append({"agent": a, **{k: v for k, v in d.items() if k != "net_value_ci"}, "net_value_low": lo, "net_value_high": hi})
+    return pl.DataFrame(rows)
 
 
 def plot_overview(metrics: dict, out: Path) -> Path:

@@ -54,7 +54,7 @@ from delegation_lab.margent.schemas import (
     VerifierSignal,
 )
 from delegation_lab.margent.team import CANDIDATE_READERS, Consultation, Reply
-from delegation_lab.solvers.pricing import cost_usd, estimate_tokens, messages_tokens
+from delegation_lab.solvers.pricing import cost_usd, estimate_tokens, lognormal_tokens_from_normals, messages_tokens
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -184,11 +184,8 @@ class SimulatedTeam:
 
     def _tokens(self, mean: float, keys: np.ndarray, codes: np.ndarray, purpose: str) -> np.ndarray:
         cv = self.params.tokens_cv
-        if cv == 0:
-            return np.full(keys.shape, max(1, round(mean)), dtype=np.int64)
-        s2 = math.log1p(cv * cv)
-        z = self._draw(keys, codes, purpose, normal=True)
-        return np.maximum(1, np.round(np.exp(math.log(mean) - s2 / 2 + math.sqrt(s2) * z))).astype(np.int64)
+        z = self._draw(keys, codes, purpose, normal=True) if cv else np.zeros(keys.shape)
+        return lognormal_tokens_from_normals(z, mean, cv).astype(np.int64)
 
     def _wrong_value(self, truth: float, u: float, previous: str | None) -> str:
         k = int(u * len(OFFSETS)) % len(OFFSETS)

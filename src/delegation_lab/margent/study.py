@@ -15,6 +15,8 @@ import torch
 from delegation_lab.config import Params, Price
 from delegation_lab.data.items import Item, items_from_frame
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, paired_bootstrap
 from delegation_lab.margent import analysis, distill, evaluate, policy
 from delegation_lab.margent import paper_figures as paper
 from delegation_lab.margent.collect import CollectStats, build_tree, views_frame
@@ -243,7 +245,7 @@ def _mean(rows: list[dict[str, float]], key: str) -> float:
 
 
 def _std(rows: list[dict[str, float]], key: str) -> float:
-    return float(np.std([r[key] for r in rows]))
+    return mean_and_std([r[key] for r in rows])[1]
 
 
 @dataclass
@@ -257,8 +259,10 @@ class Evaluated:
 
 def evaluate_all(
     collection: pl.DataFrame, trees: pl.DataFrame, net: policy.BatchedPolicy, grid: list[tuple[str, int]],
-    margent: MargentParams,
+    margent: MargentParams, intervals: IntervalParams | None = None,
 ) -> Evaluated:
+    """Every method on the test tree, and the metrics: headline accuracies and costs with item
+    bootstrap intervals over the test items (seeds resampled too; paired across methods)."""
     pool = tuple(margent.subagents)
     full = SequenceTree(pool, len(pool))
     if margent.manager.cpu_threads is not None:
@@ -327,14 +331,24 @@ def evaluate_all(
         {"rho": label, "seed": seed, **row}
         for label in labels for seed, row in zip(by_label[label].seeds, by_label[label].rows, strict=True)
     ])
+    boot = ItemBootstrap(test.n_items, *_interval_args(intervals))
     metrics = _metrics(collection, margent, by_label, labels, selected, dev_scores, candidate, verifier, force_all,
-                       prompted, oracle, replays, ablation)
+                       prompted, oracle, replays, ablation, boot, test, intervals)
     return Evaluated(metrics, methods, test, by_rho, selected)
 
 
-def _point(rows: list[dict[str, float]]) -> dict[str, float]:
+def _interval_args(intervals: IntervalParams | None) -> tuple[int, float, int]:
+    iv = intervals or IntervalParams()
+    return iv.resamples, iv.confidence, iv.seed
+
+
+def _point(method: Method, boot: ItemBootstrap) -> dict:
+    rows = method.rows
+    acc_lo, acc_hi = boot.interval(method.outcomes["correct"].astype(float))
+    cost_lo, cost_hi = boot.interval(method.outcomes["cost"])
     return {
         "accuracy": 100 * _mean(rows, "accuracy"), "accuracy_std": 100 * _std(rows, "accuracy"),
+        "accuracy_ci": [100 * acc_lo, 100 * acc_hi], "cost_per_item_usd_ci": [cost_lo, cost_hi],
         "calls": _mean(rows, "calls"), "calls_std": _std(rows, "calls"), "call_gap": _mean(rows, "call_gap"),
         "candidate_accuracy": 100 * _mean(rows, "candidate_accuracy"), "cost_per_item_usd": _mean(rows, "cost_per_item_usd"),
         "correction": _mean(rows, "correction"), "corruption": _mean(rows, "corruption"),
@@ -342,31 +356,38 @@ def _point(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _metrics(collection, margent, by_label, labels, selected, dev_scores, candidate, verifier, force_all, prompted, oracle,
-             replays, ablation) -> dict:
+             replays, ablation, boot, test, intervals) -> dict:
     pool = tuple(margent.subagents)
-    t1 = analysis.table1(collection, margent.collect.depth)
-    marginal = analysis.marginal_values(collection, pool, margent.eval.confidence)
-    sel = _point(by_label[selected].rows)
-    fa = _point(force_all.rows)
-    baselines = {"candidate": _point(candidate.rows), "force_all": fa, "prompted": _point(prompted.rows), "oracle": _point(oracle.rows)}
+    t1 = analysis.table1(collection, margent.collect.depth, intervals)
+    marginal = analysis.marginal_values(collection, pool, margent.eval.confidence, intervals)
+    sel = _point(by_label[selected], boot)
+    fa = _point(force_all, boot)
+    baselines = {"candidate": _point(candidate, boot), "force_all": fa, "prompted": _point(prompted, boot), "oracle": _point(oracle, boot)}
     if verifier is not None:
-        baselines["forced_verifier"] = _point(verifier.rows)
+        baselines["forced_verifier"] = _point(verifier, boot)
+    sel_correct = by_label[selected].outcomes["correct"].astype(float)
+    gain = paired_bootstrap(boot, sel_correct, test.root_correct[None].astype(float))
+    vs_all = paired_bootstrap(boot, sel_correct, force_all.outcomes["correct"].astype(float))
     return {
         "table1": {**{k: v for k, v in t1.items()}, "paper": paper.TABLE1_MACRO},
         "table2": {**{a: marginal[a]["net_value"] for a in pool}, "paper": {a: paper.TABLE2_MACRO[a] for a in pool}},
         "marginal": marginal,
-        "rho": {**{label: _point(by_label[label].rows) for label in labels}, "paper": paper.RHO_AQUA_RAT_D3},
+        "rho": {**{label: _point(by_label[label], boot) for label in labels}, "paper": paper.RHO_AQUA_RAT_D3},
         "dev": {label: {"accuracy": 100 * acc, "calls": calls} for label, (acc, calls) in dev_scores.items()} if dev_scores else {},
         "eval": {
             "rho": selected, "candidate_accuracy": sel["candidate_accuracy"], "accuracy": sel["accuracy"],
-            "gain_pp": sel["accuracy"] - sel["candidate_accuracy"], "calls": sel["calls"], "call_gap": sel["call_gap"],
+            "accuracy_ci": sel["accuracy_ci"], "gain_pp": sel["accuracy"] - sel["candidate_accuracy"],
+            "gain_pp_ci": [100 * gain["ci_low"], 100 * gain["ci_high"]], "gain_pp_p_value": gain["p_value"],
+            "calls": sel["calls"], "call_gap": sel["call_gap"],
             "cost_per_item_usd": sel["cost_per_item_usd"], "n_items": int(by_label[selected].rows[0]["n_items"]),
             "paper": paper.TABLE3_MACRO,
         },
         "baselines": baselines,
         "selected_vs_force_all": {
             "selected_accuracy": sel["accuracy"], "selected_calls": sel["calls"], "force_all_accuracy": fa["accuracy"],
-            "force_all_calls": fa["calls"], "delta_accuracy": sel["accuracy"] - fa["accuracy"], "paper": paper.MMLU_PRO_SELECTED_VS_FORCE_ALL,
+            "force_all_calls": fa["calls"], "delta_accuracy": sel["accuracy"] - fa["accuracy"],
+            "delta_accuracy_ci": [100 * vs_all["ci_low"], 100 * vs_all["ci_high"]], "delta_accuracy_p_value": vs_all["p_value"],
+            "paper": paper.MMLU_PRO_SELECTED_VS_FORCE_ALL,
         },
         "replay": {
             "rho": selected, "resamples": margent.eval.resamples, "accuracy": 100 * float(np.mean([r["accuracy"] for r in replays])),

@@ -2,12 +2,13 @@
 
 The frozen solvers (A, B, C by default) become bidding agents. A task is a benchmark item: the
 consumer posts it, the solvers bid for the right to answer it, and the winner pays its own cached
-solve cost (`cost_usd` of its answer) and holds the answer. With the verifier step on, a noisy
-verifier (false positive / negative rates from params) then checks the answer: accepted, the task
-ends; rejected, the state (the item plus who already failed on it) goes back to the market and the
-holder resells it to another solver, up to `max_solves` solves. A solver never bids on an item it
-already answered (its cached answer would not change). The final answer earns the terminal reward
-when it is correct (the labels), paid by the consumer to the agent that produced it.
+solve cost (`cost_usd` of its answer) and holds the answer. With the verifier step on, the shared
+verifier (`evaluation.verifier`: the same verdict on (solver, item, seed) as in every other method)
+then checks the answer: accepted, the task ends; rejected, the state (the item plus who already
+failed on it) goes back to the market and the holder resells it to another solver, up to
+`max_solves` solves. A solver never bids on an item it already answered (its cached answer would
+not change). The final answer earns the terminal reward when it is correct (the gold labels, never
+the verdict), paid by the consumer to the agent that produced it.
 
 No solver is ever called: correctness and cost come from `tables.read_labeled_answers`. Bidders
 learn on the train split; the test split is then auctioned once with learning and exploration off.
@@ -24,6 +25,7 @@ import polars as pl
 import torch
 
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.market.engine import Worlds
 from delegation_lab.market.params import AnswersParams
 from delegation_lab.market.protocols import PROTOCOL_CODES
@@ -105,6 +107,7 @@ class AnswersDomain:
         params: AnswersParams,
         protocols: list[str],
         seeds: list[int],
+        verifier: Verifier,
         device: str | torch.device = "cpu",
     ):
         self.matrices = {k: SplitMatrix(m.item_ids, m.correct.to(device), m.cost.to(device), m.bucket.to(device)) for k, m in matrices.items()}
@@ -133,7 +136,17 @@ class AnswersDomain:
         self.world_seed_index = torch.tensor([seeds.index(c.seed) for c in self.cells], device=device)
         self.split = "train"
         self.order: torch.Tensor | None = None
-        self.verifier_gen = torch.Generator(device=device).manual_seed(911 + 31 * (seeds[0] if seeds else 0))
+        self.verifier = verifier
+        # verdicts[split][seed index, item, solver]: looked up, never drawn, so every method sees the same ones
+        self.verdicts = {
+            k: torch.tensor(verifier.table(solvers, m.item_ids, m.correct.cpu().numpy(), seeds), device=device)
+            for k, m in matrices.items()
+        } if params.verifier.enabled else {}
+
+    @property
+    def verifier_name(self) -> str:
+        """What decided acceptance: the shared verifier's name, or `none` (the first answer is final)."""
+        return self.verifier.name if self.params.verifier.enabled else "none"
 
     def worlds(self) -> Worlds:
         return Worlds(
@@ -192,10 +205,9 @@ class AnswersDomain:
         solver = self.agent_solver[winner]  # [W, K]
         correct = m.correct[state.item, solver]
         cost = m.cost[state.item, solver] * self.cost_mult[winner]
-        v = self.params.verifier
-        if v.enabled:
-            u = torch.rand(correct.shape, generator=self.verifier_gen, device=self.device)
-            accepted = torch.where(correct, u >= v.false_negative_rate, u < v.false_positive_rate)
+        if self.params.verifier.enabled:
+            seed = self.world_seed_index[:, None].expand_as(solver)
+            accepted = self.verdicts[self.split][seed, state.item, solver]
         else:
             accepted = torch.ones_like(correct)
         state.tried = state.tried | (acting[..., None] & torch.nn.functional.one_hot(solver, len(self.solvers)).bool())

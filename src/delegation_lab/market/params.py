@@ -224,13 +224,9 @@ class ChainParams(ParamsModel):
         return self
 
 
-class VerifierParams(ParamsModel):
+class VerifierStepParams(ParamsModel):
     enabled: bool = True
-    """After each answer a noisy verifier checks it; a rejected answer goes back to the market for another solve."""
-    false_positive_rate: float = Field(0.02, ge=0, le=1)
-    """Probability that the verifier accepts a wrong answer."""
-    false_negative_rate: float = Field(0.03, ge=0, le=1)
-    """Probability that the verifier rejects a right answer."""
+    """After each answer the shared verifier (params `evaluation.verifier`) checks it; a rejected answer goes back to the market for another solve. Off: the first answer is final (verifier `none`)."""
     max_solves: int = Field(3, ge=1)
     """Solves per item at most (a solver never answers the same item twice: its cached answer would not change)."""
 
@@ -250,8 +246,8 @@ class AnswersParams(ParamsModel):
     """Passes over the train split (bidders learn); the test split is then auctioned once with learning off."""
     items_per_round: int = Field(64, ge=1)
     """Items auctioned concurrently in one round."""
-    verifier: VerifierParams = VerifierParams()
-    """The noisy verifier step between solves."""
+    verifier: VerifierStepParams = VerifierStepParams()
+    """The verifier step between solves (its verdicts come from the shared `evaluation.verifier`)."""
 
 
 class TrajectoryParams(ParamsModel):

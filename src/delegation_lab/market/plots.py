@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.figures import pyplot, save_figure
-from delegation_lab.market.report import group, mean_of, nanmean_rows, smooth_curve
+from delegation_lab.market.report import group, mean_of, nanmean_rows, smooth_curve, std_of
 from delegation_lab.market.study import WorldResult, operating_point
 
 
@@ -30,7 +30,7 @@ def plot_chain_density(worlds: list[WorldResult], out: Path) -> Path:
         ns = [n for n, _ in items]
         style = "-" if p == "first_price" else "--"
         axes[0].errorbar(ns, [mean_of(w.final["success"] for w in ws) for _, ws in items],
-                         yerr=[np.std([w.final["success"] for w in ws]) for _, ws in items], fmt="o" + style, capsize=3, label=_label(p, b))
+                         yerr=[std_of(w.final["success"] for w in ws) for _, ws in items], fmt="o" + style, capsize=3, label=_label(p, b))
         axes[1].plot(ns, [mean_of(w.final["margin"] for w in ws) or 0.0 for _, ws in items], "o" + style, label=_label(p, b))
         axes[2].plot(ns, [mean_of(w.final["subsidy"] for w in ws) for _, ws in items], "o" + style, label=_label(p, b))
     for ax, title in zip(axes, ["task success (final rounds)", "mean winner margin U ($ per auction won)", "platform subsidy ($ per task)"], strict=True):

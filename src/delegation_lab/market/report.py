@@ -1,5 +1,8 @@
 """From sweep results to the study's outputs: metrics/market.json (ours beside the paper's), the
-plot tables for `dvc plots`, and the summary rows the shared frontier reads."""
+plot tables for `dvc plots`, and the summary and item-level outcome rows the shared frontier reads.
+
+Intervals come from `evaluation.statistics`: the answers markets' test accuracy and cost per item get
+an item bootstrap (items and seeds resampled; `*_ci`), the chain's success a t interval over seeds."""
 
 from __future__ import annotations
 
@@ -10,6 +13,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, seed_interval
 from delegation_lab.market.paper import chain_claims
 from delegation_lab.market.study import WorldResult, operating_point
 from delegation_lab.tables import write_csv_atomic
@@ -25,7 +31,11 @@ def mean_of(values: Iterable[float | None]) -> float | None:
 
 def std_of(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
-    return round(float(np.std(vals, ddof=1)), 6) if len(vals) > 1 else (0.0 if vals else None)
+    return round(mean_and_std(vals)[1], 6) if vals else None
+
+
+def rounded(interval: tuple[float, float]) -> list[float]:
+    return [round(float(interval[0]), 6), round(float(interval[1]), 6)]
 
 
 def mean_dicts(dicts: list[dict[str, float]]) -> dict[str, float | None]:
@@ -41,8 +51,8 @@ def group(worlds: list[WorldResult]) -> dict[tuple, list[WorldResult]]:
     return out
 
 
-def chain_metrics(worlds: list[WorldResult]) -> dict:
-    """chain.<protocol>.<bidder>.N<k>.{success, route_cost, margin, bankruptcies, subsidy, ...} + chain.paper."""
+def chain_metrics(worlds: list[WorldResult], confidence: float = 0.95) -> dict:
+    """chain.<protocol>.<bidder>.N<k>.{success, success_ci (t over seeds), route_cost, margin, ...} + chain.paper."""
     out: dict = {}
     bidders_by_protocol: dict[str, list[str]] = defaultdict(list)
     for (protocol, bidder, density), ws in group([w for w in worlds if w.domain == "chain"]).items():
@@ -51,6 +61,8 @@ def chain_metrics(worlds: list[WorldResult]) -> dict:
         finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
         cell = {key: mean_of(f.get(key) for f in finals) for key in CHAIN_KEYS}
         cell["success_std"] = std_of(f["success"] for f in finals)
+        t = seed_interval([f["success"] for f in finals], confidence)
+        cell["success_ci"] = rounded((t["low"], t["high"]))
         cell["price"] = mean_dicts([f["price"] for f in finals])
         cell["subsidy_at"] = mean_dicts([f["subsidy_at"] for f in finals])
         edges: dict[str, float] = defaultdict(float)
@@ -64,13 +76,32 @@ def chain_metrics(worlds: list[WorldResult]) -> dict:
     return out
 
 
-def answers_metrics(worlds: list[WorldResult]) -> dict:
-    """answers.<protocol>.<bidder>.R<m>x.{accuracy, cost_per_item, calls_per_item, margin, subsidy, ...} on test."""
+def item_matrix(ws: list[WorldResult], key: str) -> np.ndarray:
+    """[n_seeds, n_items] of a per-item test outcome, items in one order for every seed."""
+    rows = []
+    for w in ws:
+        order = np.argsort(np.asarray(w.items["item_id"], dtype=str), kind="stable")
+        rows.append(np.asarray(w.items[key], dtype=float)[order])
+    return np.vstack(rows)
+
+
+def answers_metrics(worlds: list[WorldResult], intervals: IntervalParams | None = None) -> dict:
+    """answers.<protocol>.<bidder>.R<m>x.{accuracy, accuracy_ci, cost_per_item, cost_per_item_ci,
+    calls_per_item, margin, subsidy, ...} on test; intervals: item bootstrap paired across markets."""
+    iv = intervals or IntervalParams()
     out: dict = {}
+    boot: ItemBootstrap | None = None
     for (protocol, bidder, multiple), ws in group([w for w in worlds if w.domain == "answers"]).items():
         finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
         cell = {key: mean_of(f.get(key) for f in finals) for key in ANSWER_KEYS}
         cell["accuracy_std"] = std_of(f["accuracy"] for f in finals)
+        if all(w.items for w in ws):
+            correct, cost = item_matrix(ws, "correct"), item_matrix(ws, "cost")
+            if boot is None or boot.n_items != correct.shape[1]:
+                boot = ItemBootstrap(correct.shape[1], iv.resamples, iv.confidence, iv.seed)
+            cell["accuracy_ci"] = rounded(boot.interval(correct))
+            cell["cost_per_item_ci"] = [round(float(v), 10) for v in boot.interval(cost)]
+        cell["verifier"] = ws[0].verifier
         cell["reward_usd"] = round(ws[0].reward_usd, 8)
         cell["calls_by_solver"] = mean_dicts([f["calls_by_solver"] for f in finals])
         cell["first_solver_share"] = mean_dicts([f["first_solver_share"] for f in finals])
@@ -100,9 +131,26 @@ def summary_rows(worlds: list[WorldResult], run_ids: dict[tuple[str, int], str |
                 "dataset": dataset,
                 "solver_set": ",".join(solvers),
                 "run_id": run_ids.get((w.cell, w.seed)),
+                "verifier": w.verifier,
             }
         )
     return rows
+
+
+def outcome_rows(worlds: list[WorldResult], dataset: str) -> pl.DataFrame:
+    """Item-level test outcomes, one row per summary row's (method, operating point, seed) x item."""
+    parts = []
+    for w in worlds:
+        if w.domain != "answers":
+            continue
+        n = len(w.items["item_id"])
+        parts.append(pl.DataFrame({
+            "study": ["market"] * n, "method": [w.cell] * n, "operating_point": [operating_point(w.multiple)] * n,
+            "seed": [w.seed] * n, "split": ["test"] * n, "dataset": [dataset] * n, "verifier": [w.verifier] * n,
+            "item_id": np.asarray(w.items["item_id"]).astype(str), "correct": np.asarray(w.items["correct"], dtype=float),
+            "cost_usd": np.asarray(w.items["cost"], dtype=float),
+        }))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=OUTCOME_SCHEMA)
 
 
 def smooth_curve(values: np.ndarray, window: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.market.answers import AnswersDomain, SplitMatrix
 from delegation_lab.market.chain import ChainDomain
 from delegation_lab.market.engine import Market
@@ -44,6 +45,8 @@ class WorldResult:
     final: dict = field(default_factory=dict)
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     bankrupt_agents: list[str] = field(default_factory=list)
+    verifier: str | None = None  # answers: what decided acceptance (Verifier.name, or `none`)
+    items: dict[str, np.ndarray] = field(default_factory=dict)  # answers test split: item_id, correct, cost per item
 
     @property
     def cell(self) -> str:
@@ -182,9 +185,11 @@ def run_answers(
     matrices: dict[str, SplitMatrix],
     n_buckets: int,
     solvers: list[str],
+    verifier: Verifier,
     progress: Progress = no_progress,
     record_every: int | None = None,
 ) -> SweepResult:
+    """`verifier` decides whether an answer is accepted (the shared `evaluation.verifier`)."""
     device = _torch_setup(params)
     ap = params.answers
     seeds = [params.seed + i for i in range(params.seeds)]
@@ -195,7 +200,7 @@ def run_answers(
     for bidder in dict.fromkeys(b for _, b in cells):
         protocols = [p for p, b in cells if b == bidder]
         t0 = time.perf_counter()
-        domain = AnswersDomain(matrices, n_buckets, solvers, ap, protocols, seeds, device)
+        domain = AnswersDomain(matrices, n_buckets, solvers, ap, protocols, seeds, verifier, device)
         market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "answers", bidder))
         recorder = AuctionRecorder(every)
         n_train = len(matrices["train"].item_ids)
@@ -215,11 +220,13 @@ def run_answers(
                 r += 1
                 advance(1)
         n_test = domain.begin("test", 0)
-        test_history = []
+        test_history, test_items = [], []
         for i in range(math.ceil(n_test / K)):
             log = market.play(total + i, min(K, n_test - i * K), 0.0, 0.0)
             test_history.append(log.stats)
+            test_items.append((log.steps[0].item.cpu().numpy(), log.success.cpu().numpy(), log.route_cost.cpu().numpy()))
             recorder.add(log, total + i, i * K, "test", domain.item_ids, force=True)
+        item, success, cost = (np.concatenate([t[j] for t in test_items], axis=1) for j in range(3))  # [W, n_test]
         window = _sum_stats(test_history)
         curves = _curves(history)
         alive = market.alive.cpu().numpy()
@@ -228,6 +235,8 @@ def run_answers(
             res.final = _answers_final(window, w, domain)
             res.curves = {k: v[:, w] for k, v in curves.items()}
             res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if not alive[w, a]]
+            res.verifier = domain.verifier_name
+            res.items = {"item_id": domain.item_ids(item[w]), "correct": success[w], "cost": cost[w].astype(np.float64)}
             out.worlds.append(res)
         places = [f"solve{j + 1}" for j in range(domain.n_places)]
         for w, frame in recorder.frames(domain.agent_names, places).items():

@@ -1,6 +1,8 @@
 """REDEREF on the platform's cached answers: each held-out item is a task, the solvers are the arms,
-an arm's call returns its cached answer at its cached cost, the judge is the offline label seen
-through FP / FN noise, and the loop stops on a judged success. Batched over seeds x budgets.
+an arm's call returns its cached answer at its cached cost, the judge is the shared verifier
+(`evaluation.verifier`: a verdict per solver x item x seed, the same in every method, so a re-asked
+solver gets its verdict again), and the loop stops on a judged success. Accuracy is the gold label
+of the final answer. Batched over seeds x budgets.
 
 Memory-aware priors embed the item's question; dt is counted in items. `warm_start` train items
 are routed first (unscored) so the memory holds recent outcomes when the test items start. When no
@@ -19,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.redref import policy
-from delegation_lab.redref.judge import noisy_verdict
 from delegation_lab.redref.memory import prior_before
 from delegation_lab.redref.params import ControllerParams
 
@@ -33,6 +35,13 @@ class CachedArms:
     correct: np.ndarray  # bool [I, N]
     cost: np.ndarray  # float [I, N]
     same: np.ndarray  # bool [I, N, N]
+
+
+def verdict_rows(verifier: Verifier, arms: CachedArms, item_ids: list[str], row_seeds: np.ndarray) -> np.ndarray:
+    """The verifier's accept decisions [B, I, N] for batch rows whose seeds are `row_seeds` [B]."""
+    seeds = sorted({int(s) for s in row_seeds})
+    table = verifier.table(arms.solvers, item_ids, arms.correct, seeds)  # [n_seeds, I, N]
+    return table[np.searchsorted(seeds, row_seeds)]
 
 
 @dataclass
@@ -52,15 +61,15 @@ def route_cached(
     controller: ControllerParams,
     max_depth: int,
     cooldown: int,
-    fp: float,
-    fn: float,
+    verdicts: np.ndarray,
     rng: np.random.Generator,
     selection: policy.Selection = "thompson",
     budget_aware: bool = False,
     log_steps: bool = True,
 ) -> CachedOutcome:
     """seq [B, I]: item indices in routing order per batch row; budgets [B] (inf = unlimited);
-    sim_items [n_items, n_items]: K between item embeddings."""
+    sim_items [n_items, n_items]: K between item embeddings; verdicts [B, n_items, N]: does the judge
+    accept solver n's answer to an item in row b (`verdict_rows`)."""
     c = controller
     B, T = seq.shape
     N = len(arms.solvers)
@@ -74,6 +83,7 @@ def route_cached(
     for t in range(T):
         item = seq[:, t]
         correct, cost, same = arms.correct[item], arms.cost[item], arms.same[item]
+        accepts = verdicts[rows, item]  # [B, N]
         alpha, beta = prior_before(c.prior, t, seq, sim_items, pos, neg, carried, c.alpha0, c.beta0, c.decay,
                                    c.memory_tolerance)
         cool = np.zeros((B, N), dtype=int)
@@ -112,7 +122,7 @@ def route_cached(
             active &= ~over
             ok = act & ~over
             truth = correct[rows, i]
-            y = noisy_verdict(truth, rng.random(B), fp, fn) & ok
+            y = accepts[rows, i] & ok
             policy.update(alpha, beta, i, y, ok)
             okr = rows[ok]
             pos[okr, t, i[ok]] += y[ok]

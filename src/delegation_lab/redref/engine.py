@@ -30,6 +30,7 @@ from delegation_lab.redref.judge import noisy_verdict
 from delegation_lab.redref.memory import prior_before
 from delegation_lab.redref.params import ControllerParams
 from delegation_lab.redref.tasks import TaskPool, Zoo
+from delegation_lab.solvers.pricing import lognormal_tokens
 
 STOP_CODES = {"success": 0, "depth": 1, "budget": 2, "plateau": 3}
 
@@ -66,13 +67,6 @@ class SequenceOutcome:
     first_pick: np.ndarray  # float [S, T, N]: round an agent was first selected; nan when never
     contributions: np.ndarray  # int [S, T, N]: an agent's calls with a positive marginal contribution
     steps: dict[str, np.ndarray] = field(default_factory=dict)  # one entry per round (trajectories)
-
-
-def _lognormal(rng: np.random.Generator, mean: np.ndarray, cv: float) -> np.ndarray:
-    if cv == 0:
-        return np.round(mean)
-    sigma2 = np.log1p(cv**2)
-    return np.maximum(1.0, np.round(rng.lognormal(np.log(mean) - sigma2 / 2, np.sqrt(sigma2))))
 
 
 def run_sequences(
@@ -171,7 +165,7 @@ def run_sequences(
             out.calls[act, t] += 1
             first = act & np.isnan(out.first_pick[rows, t, i])
             out.first_pick[rows[first], t, i[first]] = out.rounds[first, t]
-            tokens_out = _lognormal(rng, zoo.tokens_out_mean[i], zp.tokens_cv)
+            tokens_out = lognormal_tokens(rng, zoo.tokens_out_mean[i], zp.tokens_cv)
             critique = zp.critique_tokens if d > 1 else 0.0
             usage = query_tokens + draft_tokens.sum(axis=1) + critique + zoo.tokens_in_extra[i] + tokens_out
             spent = np.where(act, spent + usage, spent)

@@ -16,9 +16,12 @@ import polars as pl
 from delegation_lab.config import Price, SimulatedParams, SolverParams
 from delegation_lab.data.items import Item
 from delegation_lab.errors import InputError
-from delegation_lab.redref import stats
+from delegation_lab.evaluation import statistics as stats
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.redref.bandit import SweepResult, judge_noise_sweep, loglog_slope
-from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached
+from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached, verdict_rows
 from delegation_lab.redref.controller import Redref, merge_sections
 from delegation_lab.redref.engine import EngineSetup, SequenceOutcome, run_sequences
 from delegation_lab.redref.judge import (
@@ -28,7 +31,6 @@ from delegation_lab.redref.judge import (
     SimulatedJudgeBackend,
     calibrate,
     draft_score,
-    noisy_verdict,
 )
 from delegation_lab.redref.memory import BeliefState, Embedder, KnownTexts, similarity
 from delegation_lab.redref.params import RedrefParams
@@ -89,8 +91,9 @@ def _r(x: float, n: int = 4) -> float:
     return round(float(x), n)
 
 
-def _ci(d: dict[str, float], n: int = 4) -> dict[str, float]:
-    return {"low": _r(d["low"], n), "high": _r(d["high"], n)}
+def _ci(d: dict[str, float], n: int = 4) -> list[float]:
+    """[low, high], the form every study's `<name>_ci` takes (read by `dlab repro check`)."""
+    return [_r(d["low"], n), _r(d["high"], n)]
 
 
 def per_seed(x: np.ndarray) -> np.ndarray:
@@ -221,7 +224,7 @@ def run_rq3(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
             metrics[f"{key}_{phase}"], metrics[f"{key}_{phase}_ci"] = _r(m["value"], 4), _ci(m)
     decline = stats.ratio_ci(per_seed(belief[:, impaired]), per_seed(belief[:, normal]), res, rng)
     metrics["belief_decline_pct"] = _r(100 * (decline["value"] - 1), 2)
-    metrics["belief_decline_pct_ci"] = {"low": _r(100 * (decline["low"] - 1), 2), "high": _r(100 * (decline["high"] - 1), 2)}
+    metrics["belief_decline_pct_ci"] = [_r(100 * (decline["low"] - 1), 2), _r(100 * (decline["high"] - 1), 2)]
     metrics["control_belief_late"] = _r(per_seed(control.belief_start[:, impaired, agent]).mean())
     metrics["control_quality_late"] = _r(per_seed(control.quality[:, impaired]).mean())
     metrics["paper"] = dict(PAPER_RQ3)
@@ -247,10 +250,10 @@ def run_judge_noise(params: RedrefParams, rng: np.random.Generator) -> tuple[dic
             "regret_times_delta": _r(m["value"] * d, 2),
             "scaled_from_best_judge": _r(mean[i1] * sweep.deltas[i1] / d, 2),
         }
-    slopes = [loglog_slope(sweep.deltas, sweep.regret[:, idx].mean(axis=1))
-              for idx in rng.integers(0, p.seeds, size=(min(res, 500), p.seeds))]
+    lo, hi = stats.unit_bootstrap(  # seeds resampled; each resample's slope of its mean regret per delta
+        lambda r: np.array([loglog_slope(sweep.deltas, m) for m in r.mean(axis=1)]), [sweep.regret.T], min(res, 500), rng)
     metrics["loglog_slope"] = _r(loglog_slope(sweep.deltas, mean), 3)
-    metrics["loglog_slope_ci"] = {"low": _r(np.percentile(slopes, 2.5), 3), "high": _r(np.percentile(slopes, 97.5), 3)}
+    metrics["loglog_slope_ci"] = [_r(lo, 3), _r(hi, 3)]
     metrics["all_below_bound"] = bool((mean <= bound).all())
     metrics["identity_max_abs_error"] = float(np.abs(sweep.observed_regret - sweep.deltas[:, None] * sweep.regret).max())
     metrics["paper"] = {"loglog_slope": 1.0}
@@ -444,30 +447,45 @@ def cached_sequences(params: RedrefParams, inputs: CachedInputs) -> np.ndarray:
     return np.repeat(seq_seed, len(operating_points(params, inputs)), axis=0)
 
 
-def run_cached(inputs: CachedInputs, sim_items: np.ndarray, params: RedrefParams) -> dict[str, CachedOutcome]:
-    """Every method over seeds x operating points in one batch each."""
+def row_seeds(params: RedrefParams, inputs: CachedInputs) -> np.ndarray:
+    """Seed of every routing batch row (seed-major, then operating point): the summary rows' `seed`."""
+    return np.repeat(np.arange(params.cached.seeds), len(operating_points(params, inputs)))
+
+
+def run_cached(inputs: CachedInputs, sim_items: np.ndarray, params: RedrefParams, verifier: Verifier) -> dict[str, CachedOutcome]:
+    """Every method over seeds x operating points in one batch each; `verifier` judges every answer
+    (the same verdict on solver x item x seed for every method and budget)."""
     cp = params.cached
     seq = cached_sequences(params, inputs)
     budgets = np.tile(np.array([b for _, b in operating_points(params, inputs)]), cp.seeds)
+    verdicts = verdict_rows(verifier, inputs.arms, inputs.item_ids, row_seeds(params, inputs))
     methods = {m: v for m, v in CACHED_METHODS.items() if cp.budget_aware or m != "redref-budget-aware"}
     return {
         m: route_cached(inputs.arms, seq, sim_items, budgets, params.controller, cp.max_depth, cp.cooldown,
-                        cp.judge.false_positive_rate, cp.judge.false_negative_rate,
-                        np.random.default_rng([params.seed, 21, k]), selection, aware)  # type: ignore[arg-type]
+                        verdicts, np.random.default_rng([params.seed, 21, k]), selection, aware)  # type: ignore[arg-type]
         for k, (m, (selection, aware)) in enumerate(methods.items())
     }
 
 
-def cached_summary(outcomes: dict[str, CachedOutcome], inputs: CachedInputs, params: RedrefParams) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Summary rows (test items only) per method x seed x operating point, and the metrics block."""
+def cached_summary(outcomes: dict[str, CachedOutcome], inputs: CachedInputs, params: RedrefParams,
+                   intervals: IntervalParams | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], pl.DataFrame]:
+    """Summary rows (test items only) per method x seed x operating point, the metrics block (accuracy
+    and cost with item bootstrap intervals, items and seeds resampled, paired across methods) and the
+    item-level outcome rows (study, verifier and dataset columns are filled in by the stage)."""
+    iv = intervals or IntervalParams()
     points = operating_points(params, inputs)
     S, P = params.cached.seeds, len(points)
     scored = slice(inputs.n_warm, None)  # in routing order the warm-start items come first
-    rows, metrics = [], {}
-    rng = np.random.default_rng([params.seed, 22])
+    seq = cached_sequences(params, inputs)[:, scored]  # [S * P, n_test] item index at each routing position
+    order = np.argsort(seq, axis=1)  # routing position of each test item, in item order
+    item_ids = np.asarray(inputs.item_ids, dtype=object)[np.sort(seq[0])]
+    boot = stats.ItemBootstrap(inputs.n_test, iv.resamples, iv.confidence, iv.seed)
+    rows, metrics, parts = [], {}, []
     for method, o in outcomes.items():
-        acc = o.final_correct[:, scored].mean(axis=1).reshape(S, P)
-        cost = o.cost[:, scored].mean(axis=1).reshape(S, P)
+        item_correct = np.take_along_axis(o.final_correct[:, scored], order, axis=1).astype(float)  # [S * P, n_test]
+        item_cost = np.take_along_axis(o.cost[:, scored], order, axis=1)
+        acc = item_correct.mean(axis=1).reshape(S, P)
+        cost = item_cost.mean(axis=1).reshape(S, P)
         calls = o.calls[:, scored].mean(axis=1).reshape(S, P)
         judged = o.judged_success[:, scored].mean(axis=1).reshape(S, P)
         block = {}
@@ -475,26 +493,34 @@ def cached_summary(outcomes: dict[str, CachedOutcome], inputs: CachedInputs, par
             for s in range(S):
                 rows.append({"method": method, "seed": s, "operating_point": op, "accuracy": float(acc[s, j]),
                              "cost_per_item_usd": float(cost[s, j]), "calls_per_item": float(calls[s, j]), "n_items": inputs.n_test})
-            m = stats.mean_ci(acc[:, j], params.bootstrap_resamples, rng)
-            block[op] = {"budget_usd": None if np.isinf(budget) else _r(budget, 8), "accuracy": _r(m["value"]),
-                         "accuracy_ci": _ci(m), "cost_per_item_usd": _r(cost[:, j].mean(), 8),
+                b = s * P + j
+                parts.append(pl.DataFrame({"method": method, "operating_point": op, "seed": s, "split": "test",
+                                           "item_id": item_ids.astype(str), "correct": item_correct[b], "cost_usd": item_cost[b]}))
+            at = np.arange(S) * P + j
+            lo, hi = boot.interval(item_correct[at])
+            c_lo, c_hi = boot.interval(item_cost[at])
+            block[op] = {"budget_usd": None if np.isinf(budget) else _r(budget, 8), "accuracy": _r(acc[:, j].mean()),
+                         "accuracy_ci": [_r(lo), _r(hi)], "cost_per_item_usd": _r(cost[:, j].mean(), 8),
+                         "cost_per_item_usd_ci": [_r(c_lo, 8), _r(c_hi, 8)],
                          "calls_per_item": _r(calls[:, j].mean()), "judged_success_pct": _r(100 * judged[:, j].mean(), 2)}
         metrics[method] = block
-    return rows, metrics
+    outcome_frame = pl.concat(parts) if parts else pl.DataFrame(schema={k: OUTCOME_SCHEMA[k] for k in
+                                                                        ("method", "operating_point", "seed", "split", "item_id", "correct", "cost_usd")})
+    return rows, metrics, outcome_frame
 
 
-def calibrate_cached_judge(labeled: pl.DataFrame, labels: pl.DataFrame | None, params: RedrefParams) -> dict[str, Any]:
-    """The routing judge (label through FP / FN noise) calibrated on N labeled ability-split answers,
+def calibrate_cached_judge(labeled: pl.DataFrame, labels: pl.DataFrame | None, params: RedrefParams, verifier: Verifier) -> dict[str, Any]:
+    """The routing judge (the shared verifier, seed 0) calibrated on N labeled ability-split answers,
     and — when the labels table carries the offline judge's verdicts — that judge's measured rates."""
     rng = np.random.default_rng([params.seed, 23])
     pool = labeled.filter(pl.col("split") == "ability")
     if pool.is_empty():
         pool = labeled.filter(pl.col("split") == "train")
     n = min(params.judge.calibration_size, pool.height)
-    truth = pool["correct"].to_numpy()[rng.choice(pool.height, size=n, replace=False)]
-    j = params.cached.judge
-    verdict = noisy_verdict(truth, rng.random(n), j.false_positive_rate, j.false_negative_rate)
-    out: dict[str, Any] = {"routing_judge": calibrate(truth, verdict, "redref.cached.judge").as_dict()}
+    sample = pool[rng.choice(pool.height, size=n, replace=False)]
+    truth = sample["correct"].to_numpy()
+    verdict = verifier.accepts(sample["solver"].to_numpy(), sample["item_id"].to_numpy(), truth, 0)
+    out: dict[str, Any] = {"routing_judge": calibrate(truth, verdict, "evaluation.verifier").as_dict() | {"verifier": verifier.name}}
     if labels is not None and "judge_verdict" in labels.columns:
         judged = labels.filter(pl.col("judge_verdict").is_not_null())
         if judged.height:

@@ -217,12 +217,10 @@ class CachedParams(ParamsModel):
     """D on cached answers (a re-asked solver returns its cached answer again)."""
     cooldown: int = Field(2, ge=0)
     """r on cached answers (2 with three solvers: no solver is asked twice within three rounds)."""
-    judge: JudgeNoiseRates = JudgeNoiseRates(false_positive_rate=0.02, false_negative_rate=0.03)
-    """The judge is the offline label seen through these error rates (default: the frontier cascade's)."""
     warm_start: int = Field(200, ge=0)
     """Train items routed first so memory holds recent outcomes before the test items (not scored)."""
     seeds: int = Field(20, ge=2)
-    """Seeds (each its own item order and Thompson / judge draws)."""
+    """Seeds (each its own item order and Thompson draws; the judge's verdicts are the shared `evaluation.verifier`'s for this seed)."""
     budget_aware: bool = True
     """Also run `redref-budget-aware`: agents whose mean observed cost exceeds the remaining budget
     are masked like cooling ones (an extension; Algorithm 1 only stops when the budget is spent)."""

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from delegation_lab.evaluation.statistics import DDOF
 from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.redref.bandit import SweepResult
 from delegation_lab.redref.engine import SequenceOutcome
@@ -17,11 +18,11 @@ from delegation_lab.tables import write_csv_atomic
 def rq1_frame(metrics: dict[str, Any]) -> pl.DataFrame:
     rows = []
     for key in ("tokens_ratio", "calls_ratio", "time_ratio"):
-        rows.append({"variant": "redref", "metric": key, "value": metrics[key], "low": metrics[f"{key}_ci"]["low"],
-                     "high": metrics[f"{key}_ci"]["high"], "paper": metrics["paper"][key]})
+        rows.append({"variant": "redref", "metric": key, "value": metrics[key], "low": metrics[f"{key}_ci"][0],
+                     "high": metrics[f"{key}_ci"][1], "paper": metrics["paper"][key]})
         for name, block in metrics.get("ablation", {}).items():
-            rows.append({"variant": f"redref_{name}", "metric": key, "value": block[key], "low": block[f"{key}_ci"]["low"],
-                         "high": block[f"{key}_ci"]["high"], "paper": None})
+            rows.append({"variant": f"redref_{name}", "metric": key, "value": block[key], "low": block[f"{key}_ci"][0],
+                         "high": block[f"{key}_ci"][1], "paper": None})
     return pl.DataFrame(rows, schema_overrides={"paper": pl.Float64})
 
 
@@ -77,7 +78,7 @@ def judge_noise_frame(sweep: SweepResult) -> pl.DataFrame:
     i1 = int(np.argmax(sweep.deltas))
     return pl.DataFrame({
         "delta": sweep.deltas, "inv_delta": 1.0 / sweep.deltas, "regret": mean,
-        "regret_sd": sweep.regret.std(axis=1), "bound": sweep.bound(),
+        "regret_sd": sweep.regret.std(axis=1, ddof=DDOF), "bound": sweep.bound(),
         "scaled_from_best_judge": mean[i1] * sweep.deltas[i1] / sweep.deltas,
     })
 

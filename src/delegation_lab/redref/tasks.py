@@ -24,7 +24,7 @@ from delegation_lab.errors import InputError
 from delegation_lab.hashing import stable_hash
 from delegation_lab.redref.params import SPECIALISTS, TaskParams, ZooParams
 from delegation_lab.solvers.base import Generation, Request
-from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
+from delegation_lab.solvers.pricing import estimate_tokens, lognormal_tokens, messages_tokens
 
 RELATED: dict[str, list[str]] = {
     # RAG specialists: narrow and deep (their retrieval corpus reaches one or two neighbours)
@@ -406,10 +406,7 @@ class SplitKnowledgeBackend:
         task = json.loads(request.item.program or "{}")
         i = self.zoo.names.index(agent)
         rng = np.random.default_rng([self.seed, int(stable_hash([request.item.item_id, agent, nonce, "tok"], 12), 16)])
-        mean = self.zoo.tokens_out_mean[i]
-        cv = self.zoo.params.tokens_cv
-        sigma2 = np.log1p(cv**2)
-        tokens_out = max(1, round(float(rng.lognormal(np.log(mean) - sigma2 / 2, np.sqrt(sigma2))))) if cv > 0 else round(mean)
+        tokens_out = int(lognormal_tokens(rng, self.zoo.tokens_out_mean[i], self.zoo.params.tokens_cv))
         written = {}
         for domain in wanted_parts(task.get("parts", []), request.context.get("critique", "")):
             score = section_score(self.zoo, self.seed, request.item.item_id, agent, domain, nonce, self.impaired)

@@ -1,20 +1,92 @@
 """The solver protocol: `Solver.solve(items, role)` renders prompts, asks a backend in one batch,
 parses and prices every answer. Backends only turn requests into generations.
+
+Every text of an answer (`answer_text`, `error`, `extra`) passes through `mask_secrets` with the
+solver's configured secrets before it exists as a row, so nothing downstream (cache, journal,
+DVC cache, MLflow, stdout) can see a key a server echoed back.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from delegation_lab.config import SolverParams
+from delegation_lab.config import OpenAICompatParams, SolverParams
 from delegation_lab.data.items import Item
 from delegation_lab.hashing import stable_hash
 from delegation_lab.solvers.pricing import cost_usd
 from delegation_lab.solvers.prompts import PromptTemplate, template_for
+
+
+MASK = "***"
+MIN_SECRET_CHARS = 4
+"""Shorter values are not secrets anyone issues; masking them would garble ordinary text."""
+FRAGMENT_CHARS = 8
+"""A run of this many characters of a secret is masked wherever it appears (a truncated or partly
+echoed key leaks as much as the whole one)."""
+
+
+def mask_secrets(text: str | None, secrets: Iterable[str]) -> str | None:
+    """`text` with every secret, and every run of FRAGMENT_CHARS or more of its characters, as MASK.
+
+    Apply it before any truncation or reformatting: a cut key is no longer found whole."""
+    if not text:
+        return text
+    secrets = [s for s in secrets if len(s) >= MIN_SECRET_CHARS]
+    for secret in secrets:
+        if len(secret) < FRAGMENT_CHARS:
+            text = text.replace(secret, MASK)
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        # any 8-run of the secret contains one of its 4-aligned 4-grams: a cheap pre-check
+        if len(secret) < FRAGMENT_CHARS or not any(secret[i : i + 4] in text for i in range(0, len(secret) - 3, 4)):
+            continue
+        grams = {secret[i : i + FRAGMENT_CHARS] for i in range(len(secret) - FRAGMENT_CHARS + 1)}
+        spans += [(j, j + FRAGMENT_CHARS) for j in range(len(text) - FRAGMENT_CHARS + 1)
+                  if text[j : j + FRAGMENT_CHARS] in grams]
+    merged: list[list[int]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    out, pos = [], 0
+    for start, stop in merged:
+        out += [text[pos:start], MASK]
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def mask_value(value: Any, secrets: list[str]) -> Any:
+    """`mask_secrets` applied to every string inside a JSON-like value (keys included)."""
+    if isinstance(value, str):
+        return mask_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {mask_value(k, secrets): mask_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_value(v, secrets) for v in value]
+    return value
+
+
+def configured_secrets(section: OpenAICompatParams | None) -> list[str]:
+    """The secret values an endpoint's params point at, read from the environment now: the API key,
+    the `secret_envs`, and a password written into `base_url`."""
+    if section is None:
+        return []
+    names = [section.api_key_env, *section.secret_envs]
+    values = [os.environ.get(n) for n in names if n]
+    try:
+        values.append(urlsplit(section.base_url.strip()).password)
+    except ValueError:
+        pass
+    return [v for v in values if v]
 
 
 class Request(BaseModel):
@@ -40,6 +112,16 @@ class Generation(BaseModel):
     error: str | None = None
     cost_usd: float | None = None  # a cost the source already knows (replayed caches); else priced from tokens
     extra: dict[str, Any] = {}
+
+    def masked(self, secrets: list[str]) -> Generation:
+        """This generation with every secret masked in every text it carries (see mask_secrets)."""
+        if not secrets:
+            return self
+        return self.model_copy(update={
+            "text": mask_secrets(self.text, secrets),
+            "error": mask_secrets(self.error, secrets),
+            "extra": mask_value(self.extra, secrets),
+        })
 
 
 class Answer(BaseModel):
@@ -71,6 +153,18 @@ class Backend(Protocol):
         ...
 
     def generate(self, requests: list[Request]) -> list[Generation]: ...
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that reports each generation the moment it is done, so the cache can checkpoint it
+    while slower requests of the same call are still in flight (remote endpoints)."""
+
+    def generate_each(
+        self, requests: list[Request], on_generation: Callable[[int, Generation], None]
+    ) -> list[Generation]:
+        """Like `generate`; also calls `on_generation(index, generation)` as each one completes."""
+        ...
 
 
 class Solver:
@@ -110,15 +204,37 @@ class Solver:
         contexts = contexts or [{}] * len(items)
         return self.solve_requests([self.request(i, role, c) for i, c in zip(items, contexts, strict=True)])
 
-    def solve_requests(self, requests: list[Request]) -> list[Answer]:
+    @property
+    def streams(self) -> bool:
+        """Whether answers arrive one by one (see StreamingBackend) rather than batch by batch."""
+        return isinstance(self.backend, StreamingBackend)
+
+    def solve_requests(
+        self, requests: list[Request], on_answer: Callable[[Answer], None] | None = None
+    ) -> list[Answer]:
+        """Answers in request order; `on_answer` sees each as soon as it exists (at once for a
+        streaming backend, else when the whole batch is back)."""
         if not requests:
             return []
-        generations = self.backend.generate(requests)
+        secrets = configured_secrets(self.params.openai_compat)
+        answers: list[Answer | None] = [None] * len(requests)
+
+        def finish(i: int, gen: Generation) -> None:
+            answers[i] = self._answer(requests[i], gen, datetime.now(UTC), secrets)
+            if on_answer:
+                on_answer(answers[i])
+
+        if on_answer and isinstance(self.backend, StreamingBackend):
+            generations = self.backend.generate_each(requests, finish)
+        else:
+            generations = self.backend.generate(requests)
         if len(generations) != len(requests):
             raise RuntimeError(f"backend of solver {self.name} returned {len(generations)} for {len(requests)} requests")
         self.backend_calls += len(requests)
-        now = datetime.now(UTC)
-        return [self._answer(r, g, now) for r, g in zip(requests, generations, strict=True)]
+        for i, gen in enumerate(generations):
+            if answers[i] is None:
+                finish(i, gen)
+        return answers  # type: ignore[return-value]
 
     def _cost(self, gen: Generation) -> float:
         if gen.error is not None:
@@ -127,7 +243,8 @@ class Solver:
             return gen.cost_usd
         return cost_usd(gen.tokens_in, gen.tokens_out, self.params.price)
 
-    def _answer(self, request: Request, gen: Generation, now: datetime) -> Answer:
+    def _answer(self, request: Request, gen: Generation, now: datetime, secrets: list[str]) -> Answer:
+        gen = gen.masked(secrets)  # before parsing, so a parsed answer cannot carry a key either
         template = self.template(request.role, request.item)
         parsed = template.parse(gen.text, request.item) if gen.error is None and gen.text is not None else None
         return Answer(

@@ -1,26 +1,41 @@
 """The answer cache: one Parquet file per solver, keyed by (solver, item_id, request_hash).
 
-Resumable by construction: answers are checkpointed batch by batch into a journal of small
-atomic part files; `compact()` folds the journal into the main file atomically and only then
-removes the parts. A run killed at any moment loses at most the batch in flight, and a rerun
-sends only what is missing (or, with retry_errors, what failed) to the backend.
+Resumable by construction: answers are checkpointed into a journal of small atomic part files;
+`compact()` folds the journal into the main file atomically and only then removes the parts. A
+batch backend's answers are checkpointed batch by batch; a streaming one's (remote endpoints) as
+they complete — every `batch_size` answers and at least every JOURNAL_FLUSH_S seconds — and all
+its requests share one call, so a stuck item holds up neither the journal nor the items after it.
+A run killed at any moment loses at most what was answered in the last JOURNAL_FLUSH_S seconds
+(or the batch in flight), and a rerun sends only what is missing (or, with retry_errors, what
+failed) to the backend.
+
+One `fill` at a time per cache: it holds `<journal>.lock` (an OS file lock, released when the
+process dies; see file_lock.py), so a second process waits, then finds the first one's answers
+cached, instead of paying for the same items again.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 from tqdm import tqdm
 
+from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Answer, Request, Solver
+from delegation_lab.solvers.file_lock import LockHeld, exclusive_lock
 from delegation_lab.tables import ANSWERS_SCHEMA, conform, write_parquet_atomic
 
 KEY = ["solver", "item_id", "request_hash"]
+JOURNAL_FLUSH_S = 0.5
+"""Longest time a completed answer of a streaming backend waits in memory before it is on disk."""
 
 
 def answers_frame(answers: list[Answer]) -> pl.DataFrame:
@@ -40,6 +55,49 @@ class CacheRun:
     cost_usd: float = 0.0
     seconds: float = 0.0
     error_examples: list[str] = field(default_factory=list)
+    answered: int = 0  # requests whose cached answer (old or new) is a success, after the run
+    error_rows: int = 0  # requests whose cached answer is an error row, after the run
+
+
+class CacheLocked(InputError):
+    """Another process is filling the same cache."""
+
+
+class _JournalWriter:
+    """Buffers completed answers; writes them as one journal part at `rows` answers, on `flush()`,
+    and from a background thread every `interval_s` so none waits long behind a stuck request."""
+
+    def __init__(self, cache: AnswerCache, rows: int, interval_s: float):
+        self.cache, self.rows, self.interval_s = cache, rows, interval_s
+        self._pending: list[Answer] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="answer-journal", daemon=True)
+        self._thread.start()
+
+    def add(self, answers: list[Answer]) -> None:
+        with self._lock:
+            self._pending += answers
+            if len(self._pending) >= self.rows:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._pending:
+            self.cache.append(self._pending)
+            self._pending = []
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
 
 
 class AnswerCache:
@@ -78,6 +136,25 @@ class AnswerCache:
         shutil.rmtree(self.journal, ignore_errors=True)
         return df
 
+    @property
+    def lock_path(self) -> Path:
+        return self.journal.with_name(self.journal.name + ".lock")
+
+    @contextmanager
+    def locked(self, wait_s: float | None = None) -> Iterator[None]:
+        """Hold the cache's file lock; wait for another holder up to `wait_s` (None: as long as it
+        takes), saying so once on stderr; CacheLocked naming the lock file when the wait runs out."""
+        def say_waiting() -> None:
+            print(f"waiting for {self.lock_path}: another process is filling this answer cache", file=sys.stderr,
+                  flush=True)
+
+        try:
+            with exclusive_lock(self.lock_path, wait_s, on_wait=say_waiting):
+                yield
+        except LockHeld:
+            waited = "is held" if not wait_s else f"still held after {wait_s:g} s"
+            raise CacheLocked(f"{self.lock_path} {waited}: another process is filling this answer cache") from None
+
     def fill(
         self,
         solver: Solver,
@@ -86,9 +163,24 @@ class AnswerCache:
         batch_size: int = 256,
         progress: bool = True,
         on_batch: Callable[[list[Answer]], None] | None = None,
+        lock_wait_s: float | None = None,
     ) -> CacheRun:
-        """Answer every request not yet cached (and failed ones if retry_errors), batch by batch."""
+        """Answer every request not yet cached (and failed ones if retry_errors), under the cache's lock."""
         start = time.perf_counter()
+        with self.locked(lock_wait_s):
+            run = self._fill(solver, requests, retry_errors, batch_size, progress, on_batch)
+        run.seconds = time.perf_counter() - start
+        return run
+
+    def _fill(
+        self,
+        solver: Solver,
+        requests: list[Request],
+        retry_errors: bool,
+        batch_size: int,
+        progress: bool,
+        on_batch: Callable[[list[Answer]], None] | None,
+    ) -> CacheRun:
         run = CacheRun(requested=len(requests))
         have = self.read().select(["item_id", "request_hash", "error"])
         done = {
@@ -99,20 +191,44 @@ class AnswerCache:
         todo = [r for r in requests if (r.item.item_id, r.request_hash) not in done]
         run.cached = len(requests) - len(todo)
         bar = tqdm(total=len(todo), desc=f"solve {solver.name}", unit="item", disable=not progress, dynamic_ncols=True)
-        for batch in _batches(todo, batch_size):
-            answers = solver.solve_requests(batch)
-            self.append(answers)
-            run.backend_calls += len(batch)
-            run.errors += sum(a.error is not None for a in answers)
-            run.cost_usd += sum(a.cost_usd for a in answers)
-            run.error_examples += [a.error for a in answers if a.error][: max(0, 5 - len(run.error_examples))]
-            bar.update(len(batch))
-            bar.set_postfix(spent=f"${run.cost_usd:.4f}", errors=run.errors)
-            if on_batch:
-                on_batch(answers)
-        bar.close()
-        self.compact()
-        run.seconds = time.perf_counter() - start
+        spent = [0.0, 0]  # running cost and errors, for the progress bar
+
+        def completed(answer: Answer) -> None:
+            spent[0] += answer.cost_usd
+            spent[1] += answer.error is not None
+            bar.update(1)
+            bar.set_postfix(spent=f"${spent[0]:.4f}", errors=spent[1], refresh=False)
+
+        journal = _JournalWriter(self, rows=batch_size, interval_s=JOURNAL_FLUSH_S)
+
+        def streamed(answer: Answer) -> None:
+            journal.add([answer])
+            completed(answer)
+
+        try:
+            # a streaming backend gets everything at once: its own concurrency bound paces it, and
+            # no batch waits for the slowest item of the one before
+            for batch in [todo] if solver.streams else _batches(todo, batch_size):
+                if solver.streams:
+                    answers = solver.solve_requests(batch, on_answer=streamed)
+                else:
+                    answers = solver.solve_requests(batch)
+                    journal.add(answers)
+                    for a in answers:
+                        completed(a)
+                journal.flush()
+                run.backend_calls += len(batch)
+                run.errors += sum(a.error is not None for a in answers)
+                run.cost_usd += sum(a.cost_usd for a in answers)
+                run.error_examples += [a.error for a in answers if a.error][: max(0, 5 - len(run.error_examples))]
+                if on_batch:
+                    on_batch(answers)
+        finally:
+            journal.close()
+            bar.close()
+        current = current_answers(self.compact(), requests)
+        run.error_rows = current["error"].is_not_null().sum()
+        run.answered = current.height - run.error_rows
         return run
 
 

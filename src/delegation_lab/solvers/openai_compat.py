@@ -6,11 +6,20 @@ endpoints are latency-bound, not compute-bound. Transient failures — 429, 5xx,
 connections, replies that are not the JSON we asked for — are retried with exponential backoff
 and jitter (a server's Retry-After wins, capped); other 4xx mean the request itself is wrong and
 are not retried. When retries run out the answer becomes a row with `error` set, so one bad item
-never sinks a batch and the cache can retry it later.
+never sinks a batch and the cache can retry it later; so does anything unexpected (a bug, an
+httpx surprise), rather than an exception that loses the batch in flight.
+
+Deadlines: `timeout_s` bounds each attempt's wall-clock time as a whole (asyncio.timeout around
+connect + send + read), so a server that trickles a byte at a time cannot hold a request past it;
+httpx's per-phase timeouts alone reset on every byte. Each generation is reported as it
+completes (`generate_each`), so the cache checkpoints fast answers while a slow one is in flight.
+
+Replies are validated into `chat_reply.ChatCompletion` (content strings or parts, odd usage).
 
 The API key is read from the environment variable named in params at call time and only ever
 travels in the Authorization header: it is not stored on the backend, not in the fingerprint,
-not in `extra`, and is scrubbed from any error text a server echoes back.
+and it (with every `secret_envs` value) is masked by `base.mask_secrets` in every text a server
+sends back — error bodies before they are cut to ERROR_BODY_CHARS, completion text, `extra`.
 """
 
 from __future__ import annotations
@@ -20,13 +29,15 @@ import email.utils
 import os
 import random
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 
 from delegation_lab.config import Decoding, OpenAICompatParams
-from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.base import Generation, Request, configured_secrets, mask_secrets
+from delegation_lab.solvers.chat_reply import InvalidUsage, MalformedReply, parse_chat_completion
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 
 RETRY_AFTER_CAP_S = 60.0
@@ -80,6 +91,11 @@ class OpenAICompatBackend:
         return {"base_url": self.base_url}
 
     def generate(self, requests: list[Request]) -> list[Generation]:
+        return self.generate_each(requests, None)
+
+    def generate_each(
+        self, requests: list[Request], on_generation: Callable[[int, Generation], None] | None
+    ) -> list[Generation]:
         """Sync entry point; inside a running event loop (notebooks, async callers) the work runs
         on a worker thread with its own loop, since a loop cannot be re-entered."""
         if not requests:
@@ -87,24 +103,31 @@ class OpenAICompatBackend:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.agenerate(requests))
+            return asyncio.run(self.agenerate(requests, on_generation))
         with ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(lambda: asyncio.run(self.agenerate(requests))).result()
+            return pool.submit(lambda: asyncio.run(self.agenerate(requests, on_generation))).result()
 
-    async def agenerate(self, requests: list[Request]) -> list[Generation]:
+    async def agenerate(
+        self, requests: list[Request], on_generation: Callable[[int, Generation], None] | None = None
+    ) -> list[Generation]:
         key_env = self.params.api_key_env
         key = os.environ.get(key_env) if key_env else None
+        secrets = configured_secrets(self.params)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         n = self.params.concurrency
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-        gate = asyncio.Semaphore(self.params.concurrency)
+        gate = asyncio.Semaphore(n)
+
+        async def one(i: int, request: Request) -> Generation:
+            gen = (await self._one(client, gate, request, secrets)).masked(secrets)
+            if on_generation:
+                on_generation(i, gen)
+            return gen
+
         async with httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=httpx.Timeout(self.params.timeout_s), limits=limits
         ) as client:
-            generations = await asyncio.gather(*(self._one(client, gate, r) for r in requests))
-        if key:
-            generations = [_scrub(g, key) for g in generations]
-        return list(generations)
+            return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))
 
     def _payload(self, request: Request) -> dict[str, Any]:
         d = self.decoding
@@ -119,7 +142,18 @@ class OpenAICompatBackend:
             payload["seed"] = d.seed
         return payload
 
-    async def _one(self, client: httpx.AsyncClient, gate: asyncio.Semaphore, request: Request) -> Generation:
+    async def _one(
+        self, client: httpx.AsyncClient, gate: asyncio.Semaphore, request: Request, secrets: list[str]
+    ) -> Generation:
+        try:
+            return await self._with_retries(client, gate, request, secrets)
+        except Exception as e:  # a bug or an httpx surprise costs this row, not the batch in flight
+            detail = mask_secrets(f"{type(e).__name__}: {e}", secrets) or ""
+            return Generation(text=None, error=f"unexpected error ({' '.join(detail.split())[:ERROR_BODY_CHARS]})")
+
+    async def _with_retries(
+        self, client: httpx.AsyncClient, gate: asyncio.Semaphore, request: Request, secrets: list[str]
+    ) -> Generation:
         payload = self._payload(request)
         p = self.params
         failure = ""
@@ -127,7 +161,11 @@ class OpenAICompatBackend:
             try:
                 async with gate:
                     start = time.perf_counter()
-                    gen = await self._attempt(client, payload, request)
+                    try:
+                        async with asyncio.timeout(p.timeout_s):
+                            gen = await self._attempt(client, payload, request, secrets)
+                    except TimeoutError:
+                        raise _Retryable(f"timeout after {p.timeout_s:g} s (deadline of the whole request)") from None
                     gen.latency_s = round(time.perf_counter() - start, 4)
                 if attempt:
                     gen.extra["retries"] = attempt
@@ -142,7 +180,9 @@ class OpenAICompatBackend:
         tries = p.max_retries + 1
         return Generation(text=None, error=f"{failure} (gave up after {tries} attempt{'s' * (tries > 1)})")
 
-    async def _attempt(self, client: httpx.AsyncClient, payload: dict[str, Any], request: Request) -> Generation:
+    async def _attempt(
+        self, client: httpx.AsyncClient, payload: dict[str, Any], request: Request, secrets: list[str]
+    ) -> Generation:
         """One POST; a Generation on success or a hard failure, _Retryable on a transient one."""
         try:
             response = await client.post("/chat/completions", json=payload)
@@ -154,27 +194,26 @@ class OpenAICompatBackend:
         if status == 429 or status >= 500:
             raise _Retryable(f"HTTP {status}", parse_retry_after(response.headers.get("retry-after")))
         if status >= 400:
-            body = " ".join(response.text.split())[:ERROR_BODY_CHARS]
+            # mask first: a key cut by the truncation would no longer be found whole
+            body = " ".join((mask_secrets(response.text, secrets) or "").split())[:ERROR_BODY_CHARS]
             return Generation(text=None, error=f"HTTP {status}: {body}" if body else f"HTTP {status}")
         try:
-            data = response.json()
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise _Retryable(f"malformed reply (HTTP {status}, not a chat completion)") from None
+            reply = parse_chat_completion(response.content)
+        except MalformedReply as e:
+            raise _Retryable(f"malformed reply (HTTP {status}, not a chat completion: {e})") from None
+        try:
+            tokens_in, tokens_out = reply.tokens()
+        except InvalidUsage as e:
+            return Generation(text=None, error=str(e))
+        text = reply.text
         extra: dict[str, Any] = {}
-        if choice.get("finish_reason") not in (None, "stop"):
-            extra["finish_reason"] = choice["finish_reason"]
-        usage = data.get("usage") or {}
-        tokens_in, tokens_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
-            tokens_in, tokens_out = messages_tokens(request.messages), estimate_tokens(text)
+        if reply.finish_reason not in (None, "stop"):
+            extra["finish_reason"] = reply.finish_reason
+        if tokens_in is None or tokens_out is None:
             extra["tokens_estimated"] = True
+        if tokens_in is None:
+            tokens_in = messages_tokens(request.messages)
+        if tokens_out is None:
+            tokens_out = estimate_tokens(text)
         return Generation(text=text, tokens_in=tokens_in, tokens_out=tokens_out, extra=extra)
 
-
-def _scrub(gen: Generation, key: str) -> Generation:
-    """Last line of defence: a server that echoes the key back must not get it into a row."""
-    if gen.error and key in gen.error:
-        gen.error = gen.error.replace(key, "***")
-    return gen

@@ -1,8 +1,11 @@
-"""Token prices -> dollars, and the documented token estimate for caches without counts."""
+"""Token prices -> dollars, the documented token estimate for caches without counts, and the one
+log-normal token-count draw every simulated backend uses (solvers, REDEREF, MARGENT)."""
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from delegation_lab.config import Price
 
@@ -24,3 +27,27 @@ def estimate_tokens(text: str | None) -> int:
 def messages_tokens(messages: list[dict[str, str]]) -> int:
     """Estimated prompt tokens of a chat: content plus ~4 tokens of framing per message."""
     return sum(estimate_tokens(m.get("content", "")) + 4 for m in messages)
+
+
+def lognormal_tokens(rng: np.random.Generator, mean: float | np.ndarray, cv: float) -> np.ndarray:
+    """Token counts drawn log-normal with the given mean and coefficient of variation, rounded to
+    whole tokens, at least 1 (cv 0: the rounded mean). One draw per element of `mean`, from `rng`."""
+    mean = np.asarray(mean, dtype=np.float64)
+    if cv == 0:
+        return np.maximum(1.0, np.round(mean))
+    mu, sigma = _lognormal_params(mean, cv)
+    return np.maximum(1.0, np.round(rng.lognormal(mu, sigma)))
+
+
+def lognormal_tokens_from_normals(z: np.ndarray, mean: float, cv: float) -> np.ndarray:
+    """The same distribution from given standard normals `z` (keyed draws instead of a generator)."""
+    if cv == 0:
+        return np.full(np.shape(z), max(1.0, float(np.round(mean))))
+    mu, sigma = _lognormal_params(np.float64(mean), cv)
+    return np.maximum(1.0, np.round(np.exp(mu + sigma * np.asarray(z))))
+
+
+def _lognormal_params(mean: np.ndarray, cv: float) -> tuple[np.ndarray, float]:
+    """mu, sigma of the log so that E[X] = mean and sd(X) / E[X] = cv."""
+    sigma2 = math.log1p(cv * cv)
+    return np.log(mean) - sigma2 / 2, math.sqrt(sigma2)

@@ -6,15 +6,30 @@ source has, such as RouterBench's `eval_name`), one row per (question, model). I
 by `normalise_question(question)`. A cache file is read and indexed once per process, keyed by its
 path, size and modification time, so an edited file is read again.
 
+A cache (`path`) is one file, a folder (every file of the format inside it, recursively) or a glob;
+each row records its `source_file`, that file's `source_sha256`, and a `domain`: what the layout
+says (RouterArena's dataset prefix, LLMRouterBench's dataset folder, a long table's domain column),
+else the file's stem when the cache has several files, else "replay".
+
 Supported layouts (`format`):
 - `routellm_csv`: columns `prompt`, then per model `<model>` (correct: True/False) and
-  `<model>_response` (RouteLLM's `gsm8k_responses.csv`).
+  `<model>_response` (RouteLLM's `gsm8k_responses.csv`); without any `_response` column, every
+  other column is one model's correctness (RouteLLM's per-subject MMLU CSVs): answers are empty.
 - `routerbench_pickle`: a pandas DataFrame pickle with `sample_id`, `prompt`, `eval_name` and per
-  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Only open
-  pickles you trust: unpickling runs code.
-- `llmrouterbench_json`: a JSON list, JSON lines, or an object holding a list of records with
+  model `<model>` (score), `<model>|model_response`, `<model>|total_cost` (RouterBench). Unpickling
+  runs code: refused unless trusted (`trust_pickle: true`, `dlab import --trust-pickle`).
+- `llmrouterbench_json`: a JSON list, JSON lines, or an object holding a list of `records` with
   `index`, `origin_query`, `prediction`, `ground_truth`, `score`, `prompt_tokens`,
   `completion_tokens`, `cost` and `model` / `model_name` (else the file stem names the model).
+  In LLMRouterBench's tree `results/bench/<dataset>/<split>/<model>/<timestamp>.json` the folders
+  name the model and the domain; the newest timestamp of a model comes first (first row wins).
+- `routerarena_jsonl`: RouterArena's `cached_results/<model>.jsonl` (the stem names the model):
+  `global_index` (`<dataset>_<n>`), `question`, `generated_answer`, `token_usage`, `success`, and
+  `evaluation_result.score` (null = unlabelled). Its `inference_cost` is ignored when 0 (RouterArena
+  priced unregistered models at $0): such answers are priced from tokens.
+- `long_table`: CSV, Parquet or JSON lines, one row per question x model, columns named by
+  `fields` (question, model, correct or score, optional response, tokens, cost, id, domain):
+  SPROUT- or EmbedLLM-style matrices.
 - `parquet`: our own answers table (tables.ANSWERS_SCHEMA) with a `question` (or `prompt`) column
   joined in; correctness from `imported_correct` / `correct` columns or the `extra` JSON.
 
@@ -25,6 +40,7 @@ score is kept in a `score` column.
 from __future__ import annotations
 
 import ast
+import glob
 import hashlib
 import json
 import math
@@ -37,13 +53,22 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.config import Price, ReplayParams
+from delegation_lab.config import PRICE_TODO, LongTableFields, Price, ReplayParams
 from delegation_lab.data.sources import parse_json_lines
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Generation, Request
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 
-FORMATS = ("routellm_csv", "routerbench_pickle", "llmrouterbench_json", "parquet")
+FORMATS = ("routellm_csv", "routerbench_pickle", "llmrouterbench_json", "routerarena_jsonl", "long_table", "parquet")
+SUFFIXES = {
+    "routellm_csv": (".csv",),
+    "routerbench_pickle": (".pkl", ".pickle"),
+    "llmrouterbench_json": (".json", ".jsonl"),
+    "routerarena_jsonl": (".jsonl",),
+    "long_table": (".csv", ".parquet", ".jsonl"),
+    "parquet": (".parquet",),
+}
+"""The files of a folder or glob that a format reads."""
 
 CACHE_COLUMNS: dict[str, pl.DataType] = {
     "source_index": pl.String,
@@ -196,10 +221,13 @@ def read_routellm_csv(path: Path) -> pl.DataFrame:
     if "prompt" not in columns:
         raise _missing(path, "the RouteLLM CSV", "prompt", columns)
     models = [c for c in columns if c != "prompt" and f"{c}_response" in columns]
+    labels_only = not any(c.endswith("_response") for c in columns)
+    if labels_only:  # RouteLLM's per-subject MMLU CSVs: prompt, then one True/False column per model
+        models = [c for c in columns if c != "prompt"]
     if not models:
         raise ReplayError(
-            f"{path}: the RouteLLM CSV has no model: expected a '<model>' correctness column next to a "
-            f"'<model>_response' column (columns: {_columns_hint(columns)})"
+            f"{path}: the RouteLLM CSV has no model: expected '<model>' True/False correctness columns, "
+            f"optionally each beside a '<model>_response' column (columns: {_columns_hint(columns)})"
         )
     used = {"prompt", *models, *(f"{m}_response" for m in models)}
     extra_cols = [c for c in columns if c not in used]
@@ -209,7 +237,7 @@ def read_routellm_csv(path: Path) -> pl.DataFrame:
     extras: dict[str, list[Any]] = {c: [] for c in extra_cols}
     for model in models:
         labels = raw[model].to_list()
-        responses = raw[f"{model}_response"].to_list()
+        responses = [""] * n if labels_only else raw[f"{model}_response"].to_list()
         for i in range(n):
             rows["source_index"].append(str(i))
             rows["prompt"].append(prompts[i])
@@ -314,8 +342,9 @@ def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
         raise ReplayError(str(e)) from None
 
 
-def read_llmrouterbench_json(path: Path) -> pl.DataFrame:
-    """LLMRouterBench: records with origin_query / prediction / score / tokens / cost."""
+def read_llmrouterbench_json(path: Path, model_hint: str | None = None) -> pl.DataFrame:
+    """LLMRouterBench: records with origin_query / prediction / score / tokens / cost; `model_hint`
+    (the model folder of its results tree) names the model where the records do not."""
     records, file_model = _json_records(path)
     if not records:
         raise ReplayError(f"{path}: no records")
@@ -334,7 +363,7 @@ def read_llmrouterbench_json(path: Path) -> pl.DataFrame:
                 raise ReplayError(
                     f"{path}: record {i}: missing field {key!r} (fields: {_columns_hint(sorted(r))})"
                 )
-        model = r.get("model") or r.get("model_name") or file_model or path.stem
+        model = r.get("model") or r.get("model_name") or file_model or model_hint or path.stem
         rows["source_index"].append(str(r["index"]) if r.get("index") is not None else str(i))
         rows["prompt"].append(_text(r["origin_query"]))
         rows["model"].append(str(model))
@@ -404,10 +433,132 @@ def read_answers_parquet(path: Path) -> pl.DataFrame:
     return _frame(rows, extras)
 
 
+def _numbered_json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of every non-blank line; a bad line fails naming file and line."""
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ReplayError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise ReplayError(f"{path}: line {lineno}: expected a JSON object, got {type(record).__name__}")
+        out.append((lineno, record))
+    return out
+
+
+ROUTERARENA_REQUIRED = ("global_index", "question", "generated_answer")
+
+
+def _routerarena_domain(global_index: str) -> str | None:
+    """RouterArena's global index is `<dataset>_<n>`: the dataset is the domain."""
+    head, sep, tail = global_index.rpartition("_")
+    return head if sep and head else None
+
+
+def read_routerarena_jsonl(path: Path) -> pl.DataFrame:
+    """RouterArena: cached_results/<model>.jsonl, one record per question, scored in evaluation_result."""
+    records = _numbered_json_lines(path)
+    if not records:
+        raise ReplayError(f"{path}: no records")
+    rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
+    extras: dict[str, list[Any]] = {"domain": [], "score": [], "ground_truth": []}
+    for lineno, r in records:
+        where = f"{path}: line {lineno}"
+        for key in ROUTERARENA_REQUIRED:
+            if key not in r:
+                raise ReplayError(f"{where}: missing field {key!r} (fields: {_columns_hint(sorted(r))})")
+        usage = r.get("token_usage") or {}
+        result = r.get("evaluation_result")
+        if not isinstance(usage, dict) or not (result is None or isinstance(result, dict)):
+            raise ReplayError(f"{where}: 'token_usage' and 'evaluation_result' must be JSON objects or null")
+        result = result or {}
+        failed = r.get("success") is False
+        cost = _float_or_none(result.get("inference_cost"))
+        index = str(r["global_index"])
+        rows["source_index"].append(index)
+        rows["prompt"].append(_text(r["question"]))
+        rows["model"].append(path.stem)
+        rows["response"].append(None if failed else _text(r["generated_answer"]))
+        rows["correct"].append(None if failed else _bool_label(result.get("score"), path, f"line {lineno}, field 'evaluation_result.score'"))
+        rows["tokens_in"].append(_int_or_none(usage.get("input_tokens")))
+        rows["tokens_out"].append(_int_or_none(usage.get("output_tokens")))
+        rows["cost_usd"].append(cost if cost else None)  # a $0 cost is RouterArena's unregistered-model default
+        extras["domain"].append(_routerarena_domain(index))
+        extras["score"].append(_score(result.get("score")))
+        extras["ground_truth"].append(_text(result.get("ground_truth")))
+    return _frame(rows, extras)
+
+
+def _read_table_file(path: Path) -> pl.DataFrame:
+    try:
+        if path.suffix == ".parquet":
+            return pl.read_parquet(path)
+        if path.suffix == ".csv":
+            return pl.read_csv(path, infer_schema=False)
+    except pl.exceptions.PolarsError as e:
+        raise ReplayError(f"{path}: not a readable {path.suffix[1:]} table ({e})") from None
+    return pl.DataFrame([r for _, r in _numbered_json_lines(path)], infer_schema_length=None)
+
+
+def read_long_table(path: Path, fields: LongTableFields) -> pl.DataFrame:
+    """One row per question x model; columns named by `fields` (explicitly named ones must exist)."""
+    raw = _read_table_file(path)
+    columns = raw.columns
+    explicit = fields.model_fields_set
+    for name in explicit:
+        column = getattr(fields, name)
+        if column is not None and column not in columns:
+            raise _missing(path, f"the long table (fields.{name})", column, columns)
+    for name in ("question", "model"):
+        if getattr(fields, name) not in columns:
+            raise _missing(path, "the long table", getattr(fields, name), columns, f"; set fields.{name}")
+
+    def col(name: str) -> str | None:
+        column = getattr(fields, name)
+        return column if column is not None and column in columns else None
+
+    label_cols = [c for c in (col("correct"), col("score")) if c]
+    if not label_cols:
+        raise ReplayError(
+            f"{path}: the long table has neither a correctness column ({fields.correct!r}) nor a score column "
+            f"({fields.score!r}) (columns: {_columns_hint(columns)}); set fields.correct or fields.score"
+        )
+    n = raw.height
+    values = {name: (raw[c].to_list() if (c := col(name)) else [None] * n)
+              for name in ("question", "model", "correct", "score", "response", "tokens_in", "tokens_out", "cost_usd", "id", "domain")}
+    line = (lambda i: f"row {i + 2}") if path.suffix == ".csv" else (lambda i: f"row {i + 1}")
+    rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
+    extras: dict[str, list[Any]] = {"domain": [], "score": []}
+    for i in range(n):
+        model = _text(values["model"][i])
+        if not model:
+            raise ReplayError(f"{path}: {line(i)}: column {fields.model!r} is empty")
+        label = _bool_label(values["correct"][i], path, f"{line(i)}, column {fields.correct!r}")
+        if label is None:
+            label = _bool_label(values["score"][i], path, f"{line(i)}, column {fields.score!r}")
+        raw_id = _text(values["id"][i])
+        rows["source_index"].append(raw_id if raw_id is not None else str(i))
+        rows["prompt"].append(_text(values["question"][i]))
+        rows["model"].append(model)
+        rows["response"].append(_text(values["response"][i]) if col("response") else "")
+        rows["correct"].append(label)
+        rows["tokens_in"].append(_int_or_none(values["tokens_in"][i]))
+        rows["tokens_out"].append(_int_or_none(values["tokens_out"][i]))
+        rows["cost_usd"].append(_float_or_none(values["cost_usd"][i]))
+        extras["domain"].append(_text(values["domain"][i]))
+        extras["score"].append(_score(values["score"][i]))
+    return _frame(rows, extras)
+
+
 READERS = {
     "routellm_csv": read_routellm_csv,
     "routerbench_pickle": read_routerbench_pickle,
     "llmrouterbench_json": read_llmrouterbench_json,
+    "routerarena_jsonl": read_routerarena_jsonl,
+    "long_table": read_long_table,
     "parquet": read_answers_parquet,
 }
 
@@ -426,12 +577,14 @@ class ModelIndex:
 
 @dataclass
 class ReplayCache:
-    """A cache file read once: its normalised frame (with a `key` column) and per-model indexes."""
+    """A cache read once: its normalised frame (with `key`, `domain`, `source_file`, `source_sha256`
+    columns), its files with their sha256, and per-model indexes."""
 
     path: Path
     format: str
     sha256: str
     frame: pl.DataFrame
+    files: list[tuple[str, str]] = field(default_factory=list)
     _indexes: dict[str, ModelIndex] = field(default_factory=dict)
 
     @property
@@ -464,7 +617,7 @@ class ReplayCache:
         return self._indexes[model]
 
 
-_LOADED: dict[tuple[str, str, int, int], ReplayCache] = {}
+_LOADED: dict[tuple[Any, ...], ReplayCache] = {}
 
 
 def file_sha256(path: Path) -> str:
@@ -475,44 +628,133 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _stat_key(path: Path, fmt: str) -> tuple[str, str, int, int]:
+_GLOB = re.compile(r"[*?\[]")
+
+
+def cache_files(path: str | Path, fmt: str) -> list[Path]:
+    """The files a cache names: the file itself, or every file of the format in a folder or glob.
+
+    Sorted by path; for LLMRouterBench the names in one folder sort newest first (its
+    `<timestamp>.json`), so a model's latest run is the one whose answers are kept.
+    """
+    text = str(path)
+    if _GLOB.search(text):
+        found = [Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file()]
+        what = f"the glob {text!r}"
+    elif Path(text).is_dir():
+        found = [p for p in Path(text).rglob("*") if p.is_file() and p.suffix in SUFFIXES[fmt]
+                 and not any(part.startswith(".") for part in p.relative_to(text).parts)]
+        what = f"the folder {text}"
+    else:
+        if not Path(text).exists():
+            raise ReplayError(f"{text}: replay cache not found (check the `path` of the replay section)")
+        return [Path(text)]
+    if not found:
+        raise ReplayError(f"{text}: {what} holds no {fmt} files ({', '.join('*' + x for x in SUFFIXES[fmt])})")
+    if fmt != "llmrouterbench_json":
+        return sorted(found)
+    by_folder: dict[Path, list[Path]] = {}
+    for p in found:
+        by_folder.setdefault(p.parent, []).append(p)
+    return [p for folder in sorted(by_folder) for p in sorted(by_folder[folder], key=lambda q: q.name, reverse=True)]
+
+
+def _stat_key(files: list[Path], spec: str, fmt: str, fields: LongTableFields | None) -> tuple[Any, ...]:
+    stats = []
+    for p in files:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            raise ReplayError(f"{p}: replay cache file not found (check the `path` of the replay section)") from None
+        stats.append((str(p.resolve()), st.st_mtime_ns, st.st_size))
+    return (spec, fmt, fields.model_dump_json() if fields else None, tuple(stats))
+
+
+def _tree_parts(file: Path, root: Path | None) -> tuple[str, str, str] | None:
+    """(dataset, split, model) of a file in LLMRouterBench's results/bench/<dataset>/<split>/<model>/ tree:
+    in a named folder, any file two folders deep or more; otherwise a path through `bench/`."""
+    if root is not None:
+        in_tree = len(file.relative_to(root).parts) >= 3
+    else:
+        in_tree = len(file.parts) >= 5 and file.parents[3].name == "bench"
+    return (file.parents[2].name, file.parents[1].name, file.parent.name) if in_tree else None
+
+
+def _read_one(file: Path, fmt: str, fields: LongTableFields | None, root: Path | None, several: bool) -> pl.DataFrame:
+    tree = _tree_parts(file, root) if fmt == "llmrouterbench_json" else None
+    if fmt == "long_table":
+        frame = read_long_table(file, fields or LongTableFields())
+    elif tree is not None:
+        frame = read_llmrouterbench_json(file, model_hint=tree[2]).with_columns(pl.lit(tree[1]).alias("source_split"))
+    else:
+        frame = READERS[fmt](file)
+    fallback = tree[0] if tree else (file.stem if several else "replay")
+    domain = pl.col("domain").cast(pl.String) if "domain" in frame.columns else pl.lit(None, dtype=pl.String)
+    frame = frame.with_columns(
+        domain.fill_null(fallback).alias("domain"),
+        pl.lit(str(file)).alias("source_file"),
+        pl.lit(file_sha256(file)).alias("source_sha256"),
+    )
+    if several:  # source indexes restart in every file: keep them unique across the cache
+        frame = frame.with_columns((pl.lit(f"{file.stem}#") + pl.col("source_index")).alias("source_index"))
+    return frame
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise ReplayError(f"{path}: replay cache file not found (check the `path` of the replay section)") from None
-    return (str(path.resolve()), fmt, st.st_mtime_ns, st.st_size)
+        return pl.concat(frames, how="diagonal_relaxed")
+    except pl.exceptions.PolarsError:  # extra columns of clashing types across files: keep them as text
+        extra = {c for f in frames for c in f.columns if c not in CACHE_COLUMNS}
+        return pl.concat([f.with_columns([pl.col(c).cast(pl.String) for c in extra if c in f.columns]) for f in frames],
+                         how="diagonal_relaxed")
 
 
-def load_cache(path: str | Path, fmt: str) -> ReplayCache:
-    """The normalised cache of a file, read once per process (again when the file changes)."""
-    path = Path(path)
+PICKLE_WARNING = (
+    "unpickling runs arbitrary code: a RouterBench .pkl can do anything your user can (delete files, "
+    "read keys, open connections). Load only a pickle you trust, e.g. one you downloaded yourself from "
+    "RouterBench's own release and checked against its published hash."
+)
+
+
+def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> ReplayCache:
+    """The normalised cache of a file, folder or glob, read once per process (again when a file
+    changes). A pickle is refused unless `trust_pickle` (checked before any file is opened)."""
+    spec = str(path)
     if fmt not in READERS:
-        raise ReplayError(f"{path}: unknown replay format {fmt!r}; use one of {list(FORMATS)}")
-    key = _stat_key(path, fmt)
+        raise ReplayError(f"{spec}: unknown replay format {fmt!r}; use one of {list(FORMATS)}")
+    if fmt == "routerbench_pickle" and not trust_pickle:
+        raise ReplayError(f"{spec}: not loaded: {PICKLE_WARNING} If you trust this file, pass --trust-pickle "
+                          "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
+    files = cache_files(spec, fmt)
+    key = _stat_key(files, spec, fmt, fields)
     cached = _LOADED.get(key)
     if cached is not None:
         return cached
-    frame = READERS[fmt](path)
+    several = len(files) > 1 or Path(spec).is_dir() or bool(_GLOB.search(spec))
+    root = Path(spec) if Path(spec).is_dir() else None
+    frame = _concat([_read_one(f, fmt, fields, root, several) for f in files])
     if frame.height == 0:
-        raise ReplayError(f"{path}: the {fmt} cache has no rows")
+        raise ReplayError(f"{spec}: the {fmt} cache has no rows")
     bad = frame.filter(pl.col("prompt").is_null())
     if bad.height:
         raise ReplayError(
-            f"{path}: {bad.height} row(s) have an empty prompt (e.g. source index {bad['source_index'][0]!r})"
+            f"{bad['source_file'][0]}: {bad.height} row(s) have an empty prompt (e.g. source index {bad['source_index'][0]!r})"
         )
     distinct = frame["prompt"].unique().to_list()
     keys = {p: normalise_question(p) for p in distinct}
     frame = frame.with_columns(pl.col("prompt").replace_strict(keys, return_dtype=pl.String).alias("key"))
-    for old in [k for k in _LOADED if k[0] == key[0] and k[1] == fmt]:
+    for old in [k for k in _LOADED if k[0] == spec and k[1] == fmt]:
         del _LOADED[old]
-    cache = ReplayCache(path=path, format=fmt, sha256=file_sha256(path), frame=frame)
+    shas = [(str(f), sha) for f, sha in frame.select("source_file", "source_sha256").unique(maintain_order=True).iter_rows()]
+    sha = shas[0][1] if not several else hashlib.sha256("\n".join(f"{f} {h}" for f, h in shas).encode()).hexdigest()
+    cache = ReplayCache(path=Path(spec), format=fmt, sha256=sha, frame=frame, files=shas)
     _LOADED[key] = cache
     return cache
 
 
-def read_cache(path: str | Path, fmt: str) -> pl.DataFrame:
-    """The normalised frame of a cache file (`CACHE_COLUMNS`, extra columns, and `key`)."""
-    return load_cache(path, fmt).frame
+def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> pl.DataFrame:
+    """The normalised frame of a cache (`CACHE_COLUMNS`, extra columns, provenance, and `key`)."""
+    return load_cache(path, fmt, fields, trust_pickle).frame
 
 
 # ----------------------------------------------------------------------------------- backend
@@ -529,7 +771,7 @@ class ReplayBackend:
         self.path = Path(params.path)
 
     def cache(self) -> ReplayCache:
-        return load_cache(self.path, self.params.format)
+        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle)
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -546,7 +788,14 @@ class ReplayBackend:
         row = index.rows.get(normalise_question(request.item.question))
         if row is None:
             return Generation(text=None, error=f"no answer in replay cache {self.path} for this question")
-        extra: dict[str, Any] = {"replay_source_index": row["source_index"]}
+        extra: dict[str, Any] = {
+            "replay_source_index": row["source_index"],
+            # provenance: which file (and which bytes) the answer came from, whose it is, and the price's source
+            "replay_source_file": row["source_file"],
+            "replay_source_sha256": row["source_sha256"],
+            "replay_source_model": row["model"],
+            "price_source": self.price.source,
+        }
         if row["correct"] is not None:
             extra["imported_correct"] = bool(row["correct"])
         response = row["response"]
@@ -604,18 +853,21 @@ def _short(text: str, n: int = 90) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=n, placeholder=" …")
 
 
-def import_report(path: Path, format: str, items_dir: Path) -> str:
-    """What `dlab import` prints: models, match against our items, and a params.yaml snippet."""
-    path = Path(path)
-    cache = load_cache(path, format)
+def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
+                  trust_pickle: bool = False) -> str:
+    """What `dlab import` prints: files, domains, models, match against our items, a params.yaml snippet."""
+    cache = load_cache(path, format, fields, trust_pickle)
     frame = cache.frame
     lines = [
         f"replay cache: {path}",
-        f"  format {format}, {frame.height} rows, {frame['key'].n_unique()} distinct questions, "
-        f"sha256 {cache.sha256[:16]}…",
-        "",
-        f"models ({len(cache.models)}):",
+        f"  format {format}, {len(cache.files)} file(s), {frame.height} rows, {frame['key'].n_unique()} distinct "
+        f"questions, sha256 {cache.sha256[:16]}…",
     ]
+    domains = frame.group_by("domain", maintain_order=True).agg(pl.col("key").n_unique().alias("n"))
+    if domains.height > 1:
+        shown = ", ".join(f"{d} {n}" for d, n in domains.head(12).iter_rows())
+        lines.append(f"  domains ({domains.height}): {shown}{', ...' if domains.height > 12 else ''}")
+    lines += ["", f"models ({len(cache.models)}):"]
     stats: dict[str, dict[str, Any]] = {}
     for model in cache.models:
         idx = cache.index(model)
@@ -680,22 +932,27 @@ def import_report(path: Path, format: str, items_dir: Path) -> str:
                 f"{len(item_keys) - covered} item(s) without an answer become error rows"
             )
 
-    lines += ["", "params.yaml entries that replay this cache (merge into `solvers:`; set each price first):",
-              "solvers:"]
+    lines += ["", "params.yaml entries that replay this cache (merge into `solvers:`; replace every TODO "
+              "with the model's real price and where it comes from: `dlab params check` refuses a TODO, "
+              "and a 0 price needs `free: true`):", "solvers:"]
     taken: set[str] = set()
+    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and format == "long_table" else {}
+    mapping = f", fields: {json.dumps(chosen)}" if chosen else ""
     for model in cache.models:
         name = solver_name_for(model, taken)
         s = stats[model]
         acc = f", imported accuracy {s['acc']:.1%}" if s["acc"] is not None else ""
         price_note = (
-            "placeholder: used only where the cache has no cost"
-            if s["has_cost"] else "placeholder: set the model's real US$ per 1M tokens"
+            "US$ per 1M tokens: used only where the cache has no cost"
+            if s["has_cost"] else "US$ per 1M tokens of this model"
         )
         lines += [
             f"  {name}:  # {model}: answers {s['questions']} questions{acc}",
             "    backend: replay",
             f"    model: {json.dumps(model)}",
-            f"    price: {{input_usd_per_mtok: 0.0, output_usd_per_mtok: 0.0}}  # {price_note}",
-            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}}}",
+            f"    price: {{input_usd_per_mtok: {PRICE_TODO}, output_usd_per_mtok: {PRICE_TODO}, source: {PRICE_TODO}}}"
+            f"  # {price_note}; source: the price list and its date",
+            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}{mapping}"
+            + (", trust_pickle: true}  # only for a pickle you trust" if format == "routerbench_pickle" else "}"),
         ]
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from delegation_lab.data.items import Item
 from delegation_lab.hashing import stable_hash
 from delegation_lab.parsing import normalise_number, numbers_match, parse_choice, parse_number_answer
 from delegation_lab.solvers.base import Generation, Request
-from delegation_lab.solvers.pricing import messages_tokens
+from delegation_lab.solvers.pricing import lognormal_tokens, messages_tokens
 
 
 def _int(text: str) -> int:
@@ -89,11 +89,7 @@ class SimulatedBackend:
     # -- answering -------------------------------------------------------------------------
     def _tokens_out(self, rng: np.random.Generator, difficulty: int) -> int:
         p = self.params
-        mean = p.tokens_out_base + p.tokens_out_per_step * (difficulty - 1)
-        if p.tokens_out_cv == 0:
-            return max(1, round(mean))
-        sigma2 = math.log1p(p.tokens_out_cv**2)
-        return max(1, round(rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2))))
+        return int(lognormal_tokens(rng, p.tokens_out_base + p.tokens_out_per_step * (difficulty - 1), p.tokens_out_cv))
 
     def _answer(self, request: Request) -> Generation:
         if request.role != "answer":

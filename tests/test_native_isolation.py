@@ -1,0 +1,56 @@
+"""The `native` marker (tests/conftest.py): a test that crashes in native code fails alone, with
+the signal named, and the run goes on; normal outcomes of the child come back unchanged."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import cpu_simd_flags
+
+SUITE = '''
+import ctypes, os, signal
+import pytest
+
+@pytest.mark.native
+def test_segfaults():
+    ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+@pytest.mark.native
+def test_aborts():
+    os.kill(os.getpid(), signal.SIGABRT)
+
+@pytest.mark.native
+def test_passes_in_a_child():
+    assert os.environ.get("DLAB_TEST_CHILD_REPORTS")
+
+@pytest.mark.native
+def test_fails_with_its_own_assertion():
+    assert 1 + 1 == 3, "arithmetic"
+
+@pytest.mark.native
+@pytest.mark.skipif(True, reason="skipped without a child")
+def test_skipped():
+    pass
+
+def test_runs_after_the_crashes():
+    assert True
+'''
+
+
+def test_a_native_crash_fails_one_test_and_names_the_signal(tmp_path: Path):
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    native: child process\n    slow: slow\n")
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out  # failures, not a crash of the whole run (139 / -11)
+    assert "3 failed, 2 passed, 1 skipped" in out, out
+    assert "test_segfaults: the test's child process was killed by SIGSEGV (signal 11)" in out
+    assert "test_aborts: the test's child process was killed by SIGABRT" in out
+    assert "Segmentation fault" in out  # the child's faulthandler traceback is kept
+    assert "AssertionError: arithmetic" in out  # an ordinary failure keeps its own report
+    assert f"CPU AVX-512/AMX flags: {cpu_simd_flags()}" in out
