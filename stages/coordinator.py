@@ -1,8 +1,11 @@
 """Stage `coordinator`: the DQN coordinator under management and delegation rules (History Matters
-§3.1-3.2) on the cached answers — every seed batched — against always-A, random, the oracle and the
-frozen management policy; held-out evaluation, a cost-weight sweep, metrics, plots, trajectories,
-summaries for the frontier, and an MLflow child run per method x seed."""
+§3.1-3.2) on the cached answers — every seed batched — against always-A, every fixed order, random,
+the oracle and the frozen management policy, every accept / retry decision by the shared verifier
+(`evaluation.verifier`); held-out evaluation with item-level intervals, a cost-weight sweep, metrics,
+plots, trajectories, summaries and item-level outcomes for the frontier, and an MLflow child run per
+method x seed."""
 
+import re
 import time
 
 import numpy as np
@@ -12,6 +15,7 @@ from delegation_lab.coordinator.mlflow_log import BackgroundMlflow
 from delegation_lab.coordinator.plots import plot_share, plot_sweep, plot_training
 from delegation_lab.coordinator.results import (
     curve_tables,
+    outcome_frame,
     study_metrics,
     summary_rows,
     sweep_table,
@@ -19,6 +23,8 @@ from delegation_lab.coordinator.results import (
     trajectory_frame,
 )
 from delegation_lab.coordinator.study import CoordinatorStudy, prepare_inputs
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import write_csv_atomic, write_json_atomic
@@ -32,14 +38,16 @@ def coordinator(ctx: StageContext) -> None:
     params = ctx.params.coordinator
     layout, data = prepare_inputs(params, list(ctx.params.solvers), ctx.params.ability_map.bucket_edges, ctx.layout,
                                   ctx.params.ability_map.bucket_by)
+    verifier = build_verifier(ctx.params.evaluation.verifier, ctx.layout.root)
     # MLflow (a child run per method x seed, per cost weight in the sweep, with per-episode curves)
     # is written by a background process while the next method trains.
     mlflow = BackgroundMlflow(ctx.params.tracking, ctx.tracker.root, STUDY, params)
     try:
-        study = CoordinatorStudy(params, data, layout, progress=ctx.progress, on_run=mlflow.submit)
+        study = CoordinatorStudy(params, data, layout, progress=ctx.progress, on_run=mlflow.submit, verifier=verifier)
         runs = study.run()
         t_trained = time.perf_counter()
-        metrics = study_metrics(runs, params.late_episodes, params.packet_size)
+        metrics = study_metrics(runs, params.late_episodes, params.packet_size, ctx.params.evaluation.intervals)
+        metrics["verifier"] = verifier.describe()
         metrics["setup"] = {
             "dataset": ctx.params.data.dataset, "agents": list(layout.columns),
             "routes": [">".join(r) for r in layout.routes], "train_items": data.train.n_items,
@@ -55,11 +63,14 @@ def coordinator(ctx: StageContext) -> None:
 
     # Summaries (test rows for the frontier, late-train rows beside them) and trajectories.
     write_summaries(ctx.layout, STUDY, summary_rows(runs, params.late_episodes, params.packet_size,
-                                                    ctx.params.data.dataset, run_ids))
+                                                    ctx.params.data.dataset, run_ids, verifier.name))
+    write_outcomes(ctx.layout, STUDY, outcome_frame(runs, ctx.params.data.dataset, verifier.name))
     rows = 0
     if params.trajectories:
         with TrajectoryWriter(ctx.layout, STUDY, flush_rows=50_000) as writer:
             for run in runs:
+                if run.train.record is None:  # fixed orders: baselines without trajectories
+                    continue
                 for lane in range(run.lanes):
                     seed = int(run.seeds[lane])
                     for which, offset in (("train", 0), ("test", params.episodes)):
@@ -110,7 +121,7 @@ def _flat(obj, prefix: str = "") -> dict[str, float]:
             out.update(_flat(value, f"{prefix}{key}/"))
         return out
     if isinstance(obj, int | float) and not isinstance(obj, bool):
-        return {prefix[:-1].replace("=", "_"): obj}
+        return {re.sub(r"[^A-Za-z0-9_\-. /]", "_", prefix[:-1]): obj}  # MLflow's allowed key characters
     return {}
 
 
@@ -120,12 +131,18 @@ def _report(metrics: dict) -> None:
         if not block:
             continue
         for method, m in block.items():
-            if method == "paper":
+            if method in ("paper", "fixed_orders"):
                 continue
             extra = ""
             if "seeds_better_return" in m:
                 extra = (f"; vs always_a: {m['seeds_better_return']}/{m['n_seeds']} seeds better, "
                          f"{m['seeds_cheaper']} cheaper, p={m['wilcoxon_p_return']}")
+            if "order" in m:
+                extra += f" (order {m['order']})"
+            if "vs_best_fixed_order" in m:
+                v = m["vs_best_fixed_order"]
+                lo, hi = v["return_difference_ci"]
+                extra += f"; test return vs best fixed order {v['return_difference']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
             print(f"coordinator: {env_study}.{method}: late return {m['late_return_mean']:.2f} ± {m['late_return_std']:.2f}, "
                   f"accuracy {m['late_accuracy_mean']:.3f}, ${m['late_cost_per_episode_mean']:.4f}/episode; "
                   f"test accuracy {m['test_accuracy_mean']:.3f} at ${m['test_cost_per_item_mean']:.6f}/item{extra}")

@@ -119,3 +119,26 @@ def test_lanes_that_finish_early_are_frozen_at_their_last_update():
         got = result.policy.subset([lane] * 50).q_values(probe)
         want = ref.q(torch.from_numpy(probe)).detach().numpy()
         np.testing.assert_allclose(got, want, atol=Q_TOL)
+
+
+def test_a_no_map_lane_beside_a_map_lane_is_the_no_map_reference_run():
+    """dqn_map and dqn_nomap train in one batch: the env zeroes the no-map lane's map features and
+    its network is the no-map init embedded with zero rows, which stay zero."""
+    t = random_table(120, seed=4)
+    cfg = EnvConfig(packet_size=8)
+    sees_map = np.array([True, False])
+    vec = VecCoordinatorEnv(t, management_actions(ROUTES, ABC), cfg, [5, 5], 100.0, episodes=1000, map_lanes=sees_map)
+    inputs = np.ones((2, vec.obs_dim), dtype=bool)
+    inputs[1, :6] = False
+    trace: list = []
+    result = train_batched(vec, FAST, max_steps=300, trace=trace, lane_inputs=inputs)
+    actions = np.stack([a for a, _ in trace])
+    for lane, use_map in enumerate(sees_map):
+        single = ManagementEnv(t, ROUTES, EnvConfig(packet_size=8, use_map=bool(use_map)))
+        ref = train_reference(single, 5, FAST, episodes=1000, max_steps=300, keep_trace=True)
+        np.testing.assert_array_equal(actions[:, lane], np.array(ref.actions))
+    nomap = result.policy.lanes([1], inputs[1])
+    assert nomap.sizes[0] == vec.obs_dim - 6
+    probe = np.random.default_rng(0).random((20, vec.obs_dim - 6)).astype(np.float32)
+    want = ref.q(torch.from_numpy(probe)).detach().numpy()
+    np.testing.assert_allclose(nomap.subset([0] * 20).q_values(probe), want, atol=Q_TOL)

@@ -8,6 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from delegation_lab.coordinator.actions import (
+    answering_actions,
     delegation_actions,
     joint_index,
     kickoff_sets,
@@ -235,3 +236,50 @@ def test_packets_do_not_depend_on_actions():
         rec = vec.record.lane(0)
         packets.append([tuple(sorted(set(rec["item"][rec["episode"] == e]))) for e in range(4)])
     assert packets[0] == packets[1]
+
+
+# ------------------------------------------------------------------------------- the verifier
+
+
+def test_acceptance_follows_the_verifier_and_accuracy_the_gold_label():
+    """Item 0: A right but rejected (a false negative), B wrong but accepted (a false positive)."""
+    t = table([[True, False, False], [True, True, True]], [[0.002, 0.0004, 0.00003]] * 2)
+    verdicts = np.array([[[False, True, False], [True, True, True]]])  # [lane, item, solver]
+    env = VecCoordinatorEnv(t, management_actions(ROUTES, ABC), EnvConfig(packet_size=2), [0], 100.0,
+                            episodes=1, mode="sequential", verdicts=verdicts)
+    env.reset()
+    _, r, *_ = env.step(np.array([0]))  # A: right, rejected -> retry, no R_corr
+    assert env.attempt[0] == 1 and r[0] == pytest.approx(-100 * 0.002)
+    _, r, *_ = env.step(np.array([1]))  # A>B: B wrong but accepted -> stop, R_corr paid, item wrong
+    assert env.pos[0] == 1 and r[0] == pytest.approx(1 - 100 * 0.0004 * 1.05)
+    env.step(np.array([2]))
+    out = env.item_outcomes
+    assert out["correct"][0].tolist() == [False, True]
+    np.testing.assert_allclose(out["cost_usd"][0], [0.002 + 0.0004 * 1.05, 0.00003 * 1.1])
+    assert env.stats["correct"][0, 0] == 1 and env.stats["accepted"][0, 0] == 2
+
+
+def test_several_answerers_keep_the_most_expensive_accepted_answer():
+    t = table([[False, True, False]], [[0.002, 0.0004, 0.00003]])
+    acts = delegation_actions(ABC)
+    everyone = joint_index((0, 1, 2), (0, 0, 0), 3)  # A, B, C all answer
+    for verdict, right in (([True, True, True], False), ([False, True, True], True), ([False, False, True], False)):
+        env = VecCoordinatorEnv(t, acts, EnvConfig(packet_size=1), [0], 100.0, episodes=1, mode="sequential",
+                                verdicts=np.array([[verdict]]))
+        env.reset()
+        _, accepted, kept_right, _, _ = env.outcomes(env.current_items(), np.array([everyone]))
+        assert accepted[0] and kept_right[0] == right, verdict
+
+
+def test_answering_actions_drop_no_answer_and_duplicate_joint_actions():
+    full = delegation_actions(ABC)
+    mine = answering_actions(full)
+    assert mine.n == 52 and mine.answers.any(axis=1).all()
+    keys = {(a.tobytes(), e.tobytes()) for a, e in zip(mine.answers, mine.edges, strict=True)}
+    assert len(keys) == 52  # distinct outcomes
+    full_keys = {(a.tobytes(), e.tobytes()) for a, e in zip(full.answers, full.edges, strict=True) if a.any()}
+    assert keys == full_keys  # nothing reachable was lost
+    for r in ROUTES:  # a route's joint action maps to the action with the same answerers and fees
+        k = mine.index_of(route_as_joint_action(r, ABC))
+        j = route_as_joint_action(r, ABC)
+        assert (mine.answers[k] == full.answers[j]).all() and (mine.edges[k] == full.edges[j]).all()

@@ -4,6 +4,7 @@ the frontier reading our summaries) and on RouteLLM's real GSM8K answers replaye
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -42,13 +43,27 @@ def test_smoke_repro_writes_every_output(smoke):
     assert "mgmt_policy" in metrics["delegation"] and metrics["delegation"]["paper"]["mgmt_policy"]["late_return_mean"] == 28.70
     assert metrics["management"]["oracle"]["late_return_mean"] >= metrics["management"]["dqn_map"]["late_return_mean"]
 
+    for env_study in ("management", "delegation"):  # the strong baseline and the paired test against it
+        best = metrics[env_study]["best_fixed_order"]
+        assert best["order"] in metrics[env_study]["fixed_orders"] and len(best["test_accuracy_ci"]) == 2
+        assert set(metrics[env_study]["dqn_map"]["vs_best_fixed_order"]) >= {"return_difference", "return_difference_ci",
+                                                                            "return_p_value"}
+    assert metrics["verifier"]["kind"] == "judge" and metrics["verifier"]["name"].startswith("judge(")
+
     summaries = pl.read_parquet(project / "results" / "summaries" / "coordinator.parquet")
     assert list(summaries.columns) == list(SUMMARY_SCHEMA)
+    assert set(summaries["verifier"]) == {metrics["verifier"]["name"]}
     test = summaries.filter(pl.col("split") == "test")
+    orders = test.filter(pl.col("method").str.ends_with(".fixed_order"))
+    test = test.filter(~pl.col("method").str.ends_with(".fixed_order"))  # baselines without MLflow runs
+    assert orders.height == 2 * 15 * seeds and orders["run_id"].is_null().all()
     assert (test["n_items"] == 300).all() and test["run_id"].is_not_null().all()
     sweep = len(params["sweep"]["cost_weights"]) - 1
-    n_main = 5 * seeds + 6 * seeds  # management: 5 methods, delegation: 6
+    n_main = 5 * seeds + 6 * seeds  # learned and single baselines: management 5 methods, delegation 6
     assert test.height == n_main + sweep * params["sweep"]["seeds"]
+    outcomes = pl.read_parquet(project / "results" / "outcomes" / "coordinator.parquet")
+    assert outcomes.height == (test.height + orders.height) * 300
+    assert set(outcomes["verifier"]) == {metrics["verifier"]["name"]}
     assert set(test.filter(pl.col("method") == "management.dqn_map")["operating_point"]) == {"lambda=10", "lambda=100", "lambda=1000"}
 
     layout = Layout(project)
@@ -87,6 +102,29 @@ def test_smoke_repro_writes_every_output(smoke):
 
     again = run([str(BIN / "dvc"), "repro", "coordinator"], project).stdout
     assert "Running stage 'coordinator'" not in again
+
+
+def _without_timings(obj):
+    """Metrics minus what measures the machine rather than the run (seconds, timing)."""
+    if isinstance(obj, dict):
+        return {k: _without_timings(v) for k, v in obj.items() if k not in ("seconds", "timing")}
+    return obj
+
+
+@pytest.mark.slow
+def test_the_stage_is_deterministic(smoke, tmp_path):
+    """The coordinator stage again on the same inputs in a second folder: identical metrics,
+    summaries (bar MLflow run ids) and item-level outcomes."""
+    project, _ = smoke
+    again = tmp_path / "again"
+    shutil.copytree(project, again, ignore=shutil.ignore_patterns("mlflow.db", "mlruns", "__pycache__"))
+    run([str(BIN / "python"), "stages/coordinator.py"], again)
+    read = lambda p: json.loads((p / "metrics" / "coordinator.json").read_text())  # noqa: E731
+    assert _without_timings(read(again)) == _without_timings(read(project))
+    for table in ("summaries", "outcomes"):
+        a = pl.read_parquet(project / "results" / table / "coordinator.parquet").drop("run_id", strict=False)
+        b = pl.read_parquet(again / "results" / table / "coordinator.parquet").drop("run_id", strict=False)
+        assert a.equals(b), table
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from delegation_lab.coordinator.params import CoordinatorParams, DqnParams, Swee
 from delegation_lab.coordinator.results import (
     PAPER_TABLES,
     late_per_lane,
+    outcome_frame,
     study_metrics,
     summary_rows,
     trajectory_frame,
@@ -130,18 +131,28 @@ def test_every_method_ran_on_the_same_training_packets(finished):
     assert names == {(s, m) for s in ("management", "delegation") for m in params.methods
                      if not (m == "mgmt_policy" and s == "management")}
     for env_study in ("management", "delegation"):
-        mine = [r for r in runs if r.study == env_study and not r.sweep]
+        mine = [r for r in runs if r.study == env_study and not r.sweep and r.train.record is not None]
         items = [r.train.record.lane(1)["item"] for r in mine]
         episodes = [r.train.record.lane(1)["episode"] for r in mine]
         packets = [[tuple(sorted(set(i[e == k]))) for k in range(params.episodes)] for i, e in zip(items, episodes, strict=True)]
         assert all(p == packets[0] for p in packets)
+        # the fixed orders (no step record) drew the same packets for seed 1, once for all orders
+        fixed = next(r for r in runs if r.study == env_study and r.method == "fixed_order")
+        assert [tuple(sorted(p)) for p in fixed.train._packets[1]] == packets[0]
 
 
 def test_oracle_bounds_every_method_and_always_a_pays_the_kickoff_fee(finished):
     params, study, runs = finished
     late = {(r.study, r.method): late_per_lane(r.train, params.late_episodes) for r in runs if not r.sweep}
     for (env_study, method), m in late.items():
-        assert (late[(env_study, "oracle")]["return"] >= m["return"] - 1e-9).all(), (env_study, method)
+        per_seed = m["return"].reshape(-1, params.seeds)  # fixed orders: one row of seeds per order
+        assert (late[(env_study, "oracle")]["return"] >= per_seed - 1e-9).all(), (env_study, method)
+    for env_study in ("management", "delegation"):  # the fixed order "A" is always-A, lane for lane
+        fixed = next(r for r in runs if r.study == env_study and r.method == "fixed_order")
+        lanes = [i for i in range(fixed.lanes) if fixed.operating_point(i) == "A"]
+        assert len(lanes) == params.seeds
+        np.testing.assert_allclose(late_per_lane(fixed.train, params.late_episodes)["return"][lanes],
+                                   late[(env_study, "always_a")]["return"])
     mg, dg = late[("management", "always_a")], late[("delegation", "always_a")]
     np.testing.assert_allclose(dg["accuracy"], mg["accuracy"])  # same packets, same solver
     assert (dg["cost_per_episode"] > mg["cost_per_episode"]).all()  # plus alpha x E[cost of A] per attempt
@@ -161,6 +172,22 @@ def test_metrics_summaries_and_trajectories_agree(finished):
     assert metrics["delegation"]["paper"]["mgmt_policy"]["late_return_mean"] == 28.70
     assert set(metrics["sweep"]["management.dqn_map"]) == {"lambda=10", "lambda=100", "lambda=1000"}
     json.dumps(metrics)
+    for env_study, n_orders in (("management", 15), ("delegation", 15)):  # 3 + 6 + 6 orders of 3 elements
+        block = metrics[env_study]
+        best = block["best_fixed_order"]
+        assert len(block["fixed_orders"]) == best["orders_compared"] == n_orders
+        assert best["late_return_mean"] == max(o["late_return_mean"] for o in block["fixed_orders"].values())
+        assert best["test_accuracy_mean"] == pytest.approx(block["fixed_orders"][best["order"]]["test_accuracy_mean"])
+        for key in ("late_return_mean", "test_return_mean", "test_accuracy_mean", "test_cost_per_item_mean"):
+            assert key in best, key
+        for method in ("dqn_map", "best_fixed_order", "always_a"):
+            for key in ("test_accuracy", "test_cost_per_item", "test_return"):
+                lo, hi = block[method][f"{key}_ci"]
+                assert lo <= block[method][f"{key}_mean"] + 1e-12 and block[method][f"{key}_mean"] <= hi + 1e-12, (method, key)
+        vs = block["dqn_map"]["vs_best_fixed_order"]
+        assert vs["return_difference"] == pytest.approx(block["dqn_map"]["test_return_mean"] - best["test_return_mean"])
+        assert vs["return_difference_ci"][0] <= vs["return_difference"] <= vs["return_difference_ci"][1]
+        assert 0 <= vs["return_p_value"] <= 1
 
     rows = summary_rows(runs, params.late_episodes, params.packet_size, "fake", {})
     frame = pl.DataFrame(rows)
@@ -169,6 +196,19 @@ def test_metrics_summaries_and_trajectories_agree(finished):
     assert (test_rows["n_items"] == 64).all()
     sweep_points = test_rows.filter(pl.col("method") == "management.dqn_map")["operating_point"].value_counts()
     assert dict(sweep_points.iter_rows()) == {"lambda=100": 3, "lambda=10": 2, "lambda=1000": 2}
+    orders = test_rows.filter(pl.col("method") == "management.fixed_order")
+    assert orders.height == 15 * params.seeds and {"C>B>A", "B>A", "A"} <= set(orders["operating_point"])
+    assert set(orders.filter(pl.col("operating_point") == "B>A")["solver_set"]) == {"A,B"}
+
+    # item-level outcomes: one set of items per test summary row, agreeing with its accuracy and cost
+    outcomes = outcome_frame(runs, "fake", "gold")
+    keys = ["method", "operating_point", "seed"]
+    per_row = outcomes.group_by(keys).agg(pl.col("correct").mean().alias("acc"), pl.col("cost_usd").mean().alias("cost"),
+                                          pl.len().alias("n"))
+    joined = test_rows.join(per_row, on=keys, how="left")
+    assert joined.height == test_rows.height and (joined["n"] == 64).all()
+    np.testing.assert_allclose(joined["acc"], joined["accuracy"])
+    np.testing.assert_allclose(joined["cost"], joined["cost_per_item_usd"])
 
     run = next(r for r in runs if r.method == "dqn_map" and r.study == "delegation")
     train = trajectory_frame(run, 0, "train")
@@ -179,7 +219,7 @@ def test_metrics_summaries_and_trajectories_agree(finished):
     assert train["cost_usd"].sum() == pytest.approx(run.train.stats["cost_usd"][0].sum())
     assert test["episode"].min() == params.episodes and test.filter(pl.col("step") == 0).height == 8  # 64 items / 8
     extra = json.loads(train["extra"][0])
-    assert set(extra) == {"attempt", "position", "dropped", "cost_weight", "epsilon"} and extra["epsilon"] == 1.0
+    assert set(extra) == {"attempt", "position", "accepted", "dropped", "cost_weight", "epsilon"} and extra["epsilon"] == 1.0
     assert train.filter(pl.col("calls") > 0)["executors"].list.len().min() >= 1
 
 
@@ -187,8 +227,9 @@ def test_default_scale_params_are_the_papers():
     p = load_params(REPO / "params.yaml").coordinator
     assert (p.packet_size, p.max_attempts, p.cost_weight, p.handoff_fee, p.episodes, p.seeds) == (32, 3, 100, 0.05, 1000, 20)
     d = p.dqn
-    assert (d.learning_rate, d.hidden, d.batch_size, d.buffer_size, d.target_sync, d.epsilon_decay_steps, d.gamma) == \
-        (1e-3, 128, 32, 80_000, 200, 20_000, 0.99)
+    assert (d.learning_rate, d.hidden, d.batch_size, d.buffer_size, d.target_sync, d.epsilon_decay_steps) == \
+        (1e-3, 128, 32, 80_000, 200, 20_000)
+    assert d.gamma == 1.0  # deliberately not Table 3's 0.99: we train on the undiscounted return we report
 
 
 def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
@@ -200,7 +241,7 @@ def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
     env_layout, data = prepare_inputs(params, SOLVERS, None, Layout(fake))
     runs = CoordinatorStudy(params, data, env_layout, log=lambda _: None).run()
     run = next(r for r in runs if r.method == "mgmt_policy")
-    assert run.study == "delegation" and run.actions.n == 189
+    assert run.study == "delegation" and run.actions.n == 52  # the distinct joint actions in which somebody answers
     routes = {delegation_actions(tuple(SOLVERS)).names[route_as_joint_action(r, tuple(SOLVERS))] for r in env_layout.routes}
     frame = trajectory_frame(run, 0, "train")
     assert set(frame["action"]) <= routes and len(set(frame["action"])) >= 2

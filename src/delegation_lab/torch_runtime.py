@@ -33,8 +33,17 @@ def make_deterministic(threads: int = 1) -> None:
     thread count (a reduction split over a varying number of threads sums in a varying order).
     Every stage calls this when it uses torch; a study's `torch_threads` may change the count inside
     its training loop, which is fixed by its params, never by the machine's core count."""
-    torch.use_deterministic_algorithms(True)
+    _deterministic_kernels()
     torch.set_num_threads(threads)
+
+
+def _deterministic_kernels() -> None:
+    """On the CPU every kernel the studies use has a deterministic version; on CUDA a kernel without
+    one warns instead of failing, and cuBLAS gets the workspace setting its determinism needs."""
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read at cuBLAS's first use
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 @contextmanager
@@ -47,3 +56,17 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextmanager
+def deterministic_torch(threads: int | None) -> Iterator[None]:
+    """`torch_threads(threads)` plus torch's deterministic algorithms (on the CPU every kernel the
+    studies use has one; on CUDA a kernel without one warns instead of failing), both restored
+    afterwards: for a given machine and thread count a run is bit-for-bit repeatable."""
+    before = torch.are_deterministic_algorithms_enabled()
+    _deterministic_kernels()
+    try:
+        with torch_threads(threads):
+            yield
+    finally:
+        torch.use_deterministic_algorithms(before)

@@ -150,15 +150,17 @@ class Run:
         for i in range(0, len(items), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
 
-    def log_series(self, series: Mapping[str, Sequence[float]], start_step: int = 0) -> None:
-        """Per-episode curves: each key's values logged with step = start_step + index, batched."""
+    def log_series(self, series: Mapping[str, Sequence[float]], start_step: int = 0,
+                   steps: Sequence[int] | None = None) -> None:
+        """Per-episode curves: each key's values logged with step = start_step + index (or the
+        given `steps`, one per value, e.g. a downsampled curve keeping its episodes), batched."""
         if not self.active:
             return
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         items = [
-            Metric(key, float(v), now, start_step + i)
+            Metric(key, float(v), now, int(steps[i]) if steps is not None else start_step + i)
             for key, values in series.items()
             for i, v in enumerate(values)
             if _is_number(v)

@@ -15,6 +15,11 @@ and chose `answer`; several may answer; if every holder passes (a cycle such as 
 answers and the attempt fails with no solve cost. Edge fees: each kickoff edge (one per agent of K)
 and each pass made by a holder pays alpha x the recipient's expected solve cost, once per edge, so a
 recipient reached twice (kicked off and passed to, or passed to by two holders) pays two fees.
+
+The agent-facing space (`answering_actions`): of the 189 joint actions 65 have nobody answer (a
+pass cycle: a sure failure that still pays fees) and many others have the same outcome (the same
+answerers and the same edge fees: a non-holder's choice never matters). The coordinator learns over
+the 52 distinct outcomes in which somebody answers, each named by its lowest-index joint action.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class ActionTable:
     answers: np.ndarray  # bool [n_actions, S]: solver answers in this action
     handoffs: np.ndarray  # int [n_actions]: handoffs on a management route (fee n_e * alpha * C_solve)
     edges: np.ndarray  # int [n_actions, S]: delegation edges into each solver (fee alpha * E[cost])
+    full_index: np.ndarray | None = None  # int [n_actions]: each action's index in the full joint space
 
     @property
     def n(self) -> int:
@@ -41,6 +47,17 @@ class ActionTable:
 
     def executors(self, action: int) -> list[str]:
         return [s for s, a in zip(self.solvers, self.answers[action], strict=True) if a]
+
+    def index_of(self, full: int) -> int:
+        """This table's action with the same outcome as joint action `full` of the full space."""
+        if self.full_index is None:
+            return int(full)
+        source = delegation_actions(self.solvers)
+        key = (source.answers[full].tobytes(), source.edges[full].tobytes())
+        for a in range(self.n):
+            if (self.answers[a].tobytes(), self.edges[a].tobytes()) == key:
+                return a
+        raise ValueError(f"joint action {source.names[full]!r} has no answerer; it is not in the answering space")
 
 
 def management_actions(routes: list[list[str]], solvers: tuple[str, ...]) -> ActionTable:
@@ -114,3 +131,18 @@ def route_as_joint_action(route: list[str], agents: tuple[str, ...]) -> int:
     for a, b in itertools.pairwise(idx):
         choices[a] = others(a, n).index(b) + 1
     return joint_index((idx[0],), tuple(choices), n)
+
+
+def answering_actions(table: ActionTable) -> ActionTable:
+    """One action per distinct (answerers, edges) outcome in which somebody answers, in order of
+    its first (lowest-index) joint action, whose name it keeps."""
+    seen: set[tuple[bytes, bytes]] = set()
+    keep = []
+    for a in range(table.n):
+        key = (table.answers[a].tobytes(), table.edges[a].tobytes())
+        if table.answers[a].any() and key not in seen:
+            seen.add(key)
+            keep.append(a)
+    idx = np.array(keep, dtype=np.int64)
+    return ActionTable(table.solvers, [table.names[a] for a in keep], table.answers[idx], table.handoffs[idx],
+                       table.edges[idx], idx)

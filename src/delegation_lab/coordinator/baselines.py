@@ -10,11 +10,16 @@
   (`mgmt_policy_rules: management`, the paper's matched comparison) or with each route sent as the
   matching joint action of the delegation env (`delegation`: kickoff the manager, pass down the
   route, paying the delegation edge fees).
+- `fixed_order`: every fixed order of routes (management) or of solvers (delegation: kickoff the
+  solver alone, it answers) — attempt k plays the order's k-th element, the last one once the order
+  is exhausted (re-asking repeats the same answer and verdict) — the strongest non-learning
+  baselines; one lane per (order, seed), all orders batched in one environment.
 - a trained DQN's greedy policy.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -33,7 +38,7 @@ def always_manager(kind: str, actions: ActionTable, manager: str) -> Policy:
     if kind == "management":
         index = actions.names.index(manager)
     else:
-        index = joint_index((actions.solvers.index(manager),), (0,) * len(actions.solvers), len(actions.solvers))
+        index = actions.index_of(joint_index((actions.solvers.index(manager),), (0,) * len(actions.solvers), len(actions.solvers)))
     return lambda obs, env: np.full(env.L, index, dtype=np.int64)
 
 
@@ -50,9 +55,36 @@ def greedy(policy: GreedyPolicy) -> Policy:
     return lambda obs, env: policy(obs)
 
 
-def management_in_delegation(policy: GreedyPolicy, routes: list[list[str]], agents: tuple[str, ...]) -> Policy:
-    table = np.array([route_as_joint_action(r, agents) for r in routes], dtype=np.int64)
+def management_in_delegation(policy: GreedyPolicy, routes: list[list[str]], actions: ActionTable) -> Policy:
+    table = np.array([actions.index_of(route_as_joint_action(r, actions.solvers)) for r in routes], dtype=np.int64)
     return lambda obs, env: table[policy(obs)]
+
+
+def fixed_orders(kind: str, actions: ActionTable, routes: list[list[str]], max_attempts: int) -> tuple[list[str], np.ndarray]:
+    """(names, plan [n_orders, max_attempts] of action indices): every ordered sequence of distinct
+    elements, 1 .. max_attempts long, padded with its last element. Management orders routes, named
+    by their answering solver ("C>B>A": route A>B>C first, then A>B, then A) when those are distinct,
+    else by route ("[A>B>C]>[A]"); delegation orders the solvers, each kicked off alone to answer."""
+    if kind == "management":
+        elements = list(range(actions.n))
+        last = [r[-1] for r in routes]
+        labels = last if len(set(last)) == len(last) else [f"[{n}]" for n in actions.names]
+    else:
+        n = len(actions.solvers)
+        elements = [actions.index_of(joint_index((i,), (0,) * n, n)) for i in range(n)]
+        labels = list(actions.solvers)
+    names, plans = [], []
+    for length in range(1, min(max_attempts, len(elements)) + 1):
+        for order in itertools.permutations(range(len(elements)), length):
+            names.append(">".join(labels[k] for k in order))
+            seq = [elements[k] for k in order]
+            plans.append(seq + [seq[-1]] * (max_attempts - length))
+    return names, np.array(plans, dtype=np.int64)
+
+
+def planned(plan: np.ndarray, lane_order: np.ndarray) -> Policy:
+    """Lane l plays plan[lane_order[l], attempt] (its order's element for the current attempt)."""
+    return lambda obs, env: plan[lane_order, np.minimum(env.attempt, plan.shape[1] - 1)]
 
 
 def rollout(env: VecCoordinatorEnv, policy: Policy) -> VecCoordinatorEnv:

@@ -13,6 +13,12 @@ Per lane seed s the streams are `default_rng([s, k])` — k = 1 packets (the env
 update, index = floor(u * filled)) — and torch's `Generator` seeded from SeedSequence([s, 4]) draws
 the initial weights (nn.Linear's default init). `reference.py` runs the same algorithm for one seed
 as a plain loop; a test checks that both take the same actions.
+
+Lanes of different methods train in one batch: a lane may see only some of the inputs
+(`lane_inputs`: e.g. the no-map coordinator beside the map one, whose map features the env zeroes
+for it). Such a lane's first layer is its own network's init (drawn for its own input width)
+embedded with zero rows for the inputs it never sees; those rows get exactly zero gradient and stay
+zero, so it is the smaller network, and `GreedyPolicy.lanes` hands it back in that shape.
 """
 
 from __future__ import annotations
@@ -48,6 +54,15 @@ def init_layers(seed: int, sizes: list[int]) -> list[tuple[torch.Tensor, torch.T
     return layers
 
 
+def _embedded_init(seed: int, sizes: list[int], inputs: np.ndarray) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The init of a network over the inputs `inputs` only, its first layer padded with zero columns."""
+    layers = init_layers(seed, [int(inputs.sum())] + sizes[1:])
+    w, b = layers[0]
+    full = torch.zeros(w.shape[0], sizes[0])
+    full[:, torch.from_numpy(np.flatnonzero(inputs))] = w
+    return [(full, b)] + layers[1:]
+
+
 def epsilon_at(updates: int, p: DqnParams) -> float:
     frac = min(1.0, updates / p.epsilon_decay_steps)
     return p.epsilon_start + frac * (p.epsilon_end - p.epsilon_start)
@@ -67,9 +82,10 @@ class EnsembleQ:
     gradient), and its weight gradient is a row scatter instead of a dense product.
     """
 
-    def __init__(self, sizes: list[int], seeds: list[int], device: torch.device):
+    def __init__(self, sizes: list[int], seeds: list[int], device: torch.device, lane_inputs: np.ndarray | None = None):
         self.sizes, self.L, self.device = sizes, len(seeds), device
-        per_lane = [init_layers(s, sizes) for s in seeds]
+        per_lane = [init_layers(s, sizes) if lane_inputs is None or lane_inputs[i].all()
+                    else _embedded_init(s, sizes, lane_inputs[i]) for i, s in enumerate(seeds)]
         n = len(sizes) - 1
         self.params: list[torch.Tensor] = []
         for k in range(n):
@@ -167,6 +183,14 @@ class GreedyPolicy:
     def subset(self, lanes: list[int]) -> GreedyPolicy:
         return GreedyPolicy(self.sizes, [self.layers[i] for i in lanes])
 
+    def lanes(self, lanes: list[int] | np.ndarray, inputs: np.ndarray | None = None) -> GreedyPolicy:
+        """The networks of `lanes`, reading only the inputs `inputs` (bool [in]; None = all)."""
+        if inputs is None or inputs.all():
+            return self.subset([int(i) for i in lanes])
+        keep = torch.from_numpy(np.flatnonzero(inputs))
+        layers = [[(lane[0][0][:, keep].clone(), lane[0][1])] + lane[1:] for lane in (self.layers[int(i)] for i in lanes)]
+        return GreedyPolicy([int(inputs.sum())] + self.sizes[1:], layers)
+
 
 @dataclass
 class TrainResult:
@@ -185,17 +209,19 @@ def train_batched(
     progress: Callable[[int], None] | None = None,
     max_steps: int | None = None,
     trace: list | None = None,
+    lane_inputs: np.ndarray | None = None,
 ) -> TrainResult:
     """Train one DQN per lane of `env` (lane seeds = env.seeds) until every lane has played
     env.episodes episodes (or `max_steps` iterations). `trace`, if given, collects (actions, Q of
-    the acting observation) per iteration, for the equivalence test."""
+    the acting observation) per iteration, for the equivalence test. `lane_inputs` (bool [L, obs_dim]):
+    the inputs each lane's network has (the env must give the others as zeros)."""
     import time
 
     t0 = time.perf_counter()
     device = torch.device(device) if isinstance(device, str) else device
     L, A, D = env.L, env.actions.n, env.obs_dim
     seeds = [int(s) for s in env.seeds]
-    net = EnsembleQ(layer_sizes(D, A, p), seeds, device)
+    net = EnsembleQ(layer_sizes(D, A, p), seeds, device, lane_inputs)
     target = [w.detach().clone() for w in net.params]
     opt = make_adam(net.params, p.learning_rate)
     explore = LaneUniforms([lane_rng(s, EXPLORE_STREAM) for s in seeds], 2)

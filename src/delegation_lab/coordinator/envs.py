@@ -4,14 +4,22 @@ plus single-lane Gymnasium wrappers (`ManagementEnv`, `DelegationEnv`).
 
 An episode is a packet of `packet_size` items. Each step is one attempt on the current item: the
 chosen action decides which solvers answer (their one cached answer each, so asking the same solver
-again repeats the same answer); the attempt succeeds if any answerer's label is correct. Reward
+again repeats the same answer). Whether the attempt is accepted (stop) or not (retry) is what a
+deployed coordinator can observe: the shared `Verifier`'s verdict on each answer, precomputed per
+lane seed as a table [lane, item, solver] (common random numbers: the same (solver, item, seed)
+gets the same verdict in every method and on every re-ask). Rule with several answerers: the
+attempt is accepted if the verifier accepts any of the answers, and the kept answer is the most
+expensive accepted one (the strongest solver's, on a price-ordered stack). Accuracy is never the
+verdict: an item counts as correct iff its kept answer is right by the gold label; a dropped item
+is wrong. Without a verdict table the verifier is gold (accepted = right). Reward
 
-    r = R_corr - lambda * (C_solve + C_fee) - R_fail
+    r = R_corr * accepted - lambda * (C_solve + C_fee) - R_fail
 
 with C_solve the answerers' cached costs, C_fee = alpha * n_e * C_solve on a management route with
 n_e handoffs, or alpha * sum of the recipients' expected solve costs over the delegation edges
-(see `actions`), and R_fail = fail_penalty when the item's max_attempts-th attempt fails (the item is
-then dropped). A correct answer or a drop moves to the next item; the episode ends after the packet.
+(see `actions`), and R_fail = fail_penalty when the item's max_attempts-th attempt is rejected (the
+item is then dropped). An accepted answer or a drop moves to the next item; the episode ends after
+the packet.
 
 Observation (float32): with the map, each solver's success rate and lambda x mean cost of the item's
 difficulty bucket; then the attempt index (one-hot), the solvers that already answered this item,
@@ -19,17 +27,20 @@ and episode progress (items done / packet_size). Without the map ("no map") only
 
 Lane randomness: packets are drawn from the lane's own stream `default_rng([seed, ENV_STREAM])`,
 which nothing else consumes, so every method run with the same seed sees the same packets.
+In `sequential` mode (the held-out sweep) the env also keeps per lane and item the gold
+correctness of the kept answer, the cost and the reward (`item_outcomes`), for item-level intervals.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
-from delegation_lab.coordinator.actions import ActionTable, delegation_actions, management_actions
+from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
 from delegation_lab.coordinator.data import SolverTable
 
 ENV_STREAM = 1
@@ -64,7 +75,7 @@ class StepRecord:
 
     DTYPES = {
         "active": np.bool_, "episode": np.int32, "step": np.int32, "item": np.int32, "action": np.int32,
-        "correct": np.bool_, "cost_usd": np.float64, "reward": np.float64, "calls": np.int8,
+        "correct": np.bool_, "accepted": np.bool_, "cost_usd": np.float64, "reward": np.float64, "calls": np.int8,
         "attempt": np.int8, "position": np.int16, "dropped": np.bool_, "epsilon": np.float32,
     }
 
@@ -112,6 +123,8 @@ class VecCoordinatorEnv:
         mode: Literal["sample", "sequential"] = "sample",
         record: bool = False,
         auto_reset: bool = True,
+        verdicts: np.ndarray | None = None,
+        map_lanes: np.ndarray | None = None,
     ):
         if table.solvers != actions.solvers:
             raise ValueError(f"table solvers {table.solvers} != action solvers {actions.solvers}")
@@ -131,13 +144,23 @@ class VecCoordinatorEnv:
             episodes = seq_episodes if episodes is None else min(episodes, seq_episodes)
         self.episodes = episodes
         self.auto_reset = auto_reset
-        self.rngs = [lane_rng(s, ENV_STREAM) for s in self.seeds]
+        # one packet stream per distinct seed: lanes sharing a seed (cost weights, fixed orders)
+        # play the same packets, drawn once
+        self._packet_rngs = {int(s): lane_rng(int(s), ENV_STREAM) for s in np.unique(self.seeds)}
+        self._packets: dict[int, list[np.ndarray]] = {s: [] for s in self._packet_rngs}
         self.obs_dim = obs_dim(self.S, self.K, config.use_map)
         # per-item observation features (lambda applied per lane at observation time)
         if config.use_map:
             self._rate = table.map_rate.astype(np.float32)
             self._mcost = table.map_cost.astype(np.float64)
         self._correct = table.correct
+        if verdicts is not None and verdicts.shape != (self.L, table.n_items, self.S):
+            raise ValueError(f"verdicts have shape {verdicts.shape}, expected (lanes, items, solvers) = "
+                             f"{(self.L, table.n_items, self.S)}")
+        self._accept = verdicts  # [L, N, S] or None (gold: accepted = right)
+        # lanes that see the map features (the others get zeros there: a no-map coordinator in a map env)
+        self._map_mask = None if map_lanes is None or np.all(map_lanes) else np.asarray(map_lanes, dtype=np.float32)[:, None]
+        self._lanes = np.arange(self.L)
         self._cost = table.cost
         self._expected = table.expected_cost
         self._ans = actions.answers
@@ -156,19 +179,32 @@ class VecCoordinatorEnv:
         n_ep = episodes if episodes is not None else 1
         self.stats = {
             "return": np.zeros((self.L, n_ep)), "cost_usd": np.zeros((self.L, n_ep)),
-            "correct": np.zeros((self.L, n_ep), dtype=np.int64), "steps": np.zeros((self.L, n_ep), dtype=np.int64),
+            "correct": np.zeros((self.L, n_ep), dtype=np.int64), "accepted": np.zeros((self.L, n_ep), dtype=np.int64),
+            "steps": np.zeros((self.L, n_ep), dtype=np.int64),
             "items": np.zeros((self.L, n_ep), dtype=np.int64), "calls": np.zeros((self.L, n_ep, self.S), dtype=np.int64),
         }
         self._ep_acc = {k: np.zeros_like(v[:, 0]) for k, v in self.stats.items()}
         self.record = StepRecord(self.L) if record else None
         self.total_steps = np.zeros(self.L, dtype=np.int64)
+        if mode == "sequential":  # per lane x item: gold correctness of the kept answer, cost, reward
+            self.item_outcomes = {"correct": np.zeros((self.L, table.n_items), dtype=bool),
+                                  "cost_usd": np.zeros((self.L, table.n_items)),
+                                  "reward": np.zeros((self.L, table.n_items))}
+        else:
+            self.item_outcomes = None
 
     # ------------------------------------------------------------------------------ episodes
+
+    def _packet(self, seed: int, episode: int) -> np.ndarray:
+        drawn = self._packets[seed]
+        while len(drawn) <= episode:
+            drawn.append(self._packet_rngs[seed].choice(self.table.n_items, self.P, replace=False))
+        return drawn[episode]
 
     def _new_packets(self, lanes: np.ndarray) -> None:
         for lane in np.flatnonzero(lanes):
             if self.mode == "sample":
-                self.packet[lane] = self.rngs[lane].choice(self.table.n_items, self.P, replace=False)
+                self.packet[lane] = self._packet(int(self.seeds[lane]), int(self.episode[lane]))
                 self.packet_len[lane] = self.P
             else:
                 start = int(self.episode[lane]) * self.P
@@ -197,8 +233,9 @@ class VecCoordinatorEnv:
         live = (self.pos < self.packet_len)[:, None]
         parts = []
         if self.config.use_map:
-            parts.append(self._rate[items] * live)
-            parts.append((self._mcost[items] * self.lam[:, None]).astype(np.float32) * live)
+            seen = live if self._map_mask is None else live * self._map_mask
+            parts.append(self._rate[items] * seen)
+            parts.append((self._mcost[items] * self.lam[:, None]).astype(np.float32) * seen)
         onehot = np.zeros((self.L, self.K), dtype=np.float32)
         onehot[np.arange(self.L), np.minimum(self.attempt, self.K - 1)] = 1.0
         parts.append(onehot * live)
@@ -208,13 +245,24 @@ class VecCoordinatorEnv:
 
     # ------------------------------------------------------------------------------- stepping
 
-    def outcomes(self, items: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(answer mask [L, S], success [L], solve cost [L], fee [L]) of `actions` on `items`."""
+    def verdicts_of(self, items: np.ndarray) -> np.ndarray:
+        """[L, S]: does the verifier accept each solver's answer on each lane's item?"""
+        if self._accept is None:
+            return self._correct[items]
+        return self._accept[self._lanes, items]
+
+    def outcomes(self, items: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(answer mask [L, S], accepted [L], kept answer right [L], solve cost [L], fee [L]) of
+        `actions` on `items`."""
         ans = self._ans[actions]
-        success = (ans & self._correct[items]).any(axis=1)
-        solve = (self._ans_f[actions] * self._cost[items]).sum(axis=1)
+        ok = ans & self.verdicts_of(items)
+        accepted = ok.any(axis=1)
+        cost = self._cost[items]
+        kept = np.argmax(np.where(ok, cost, -1.0), axis=1)  # the most expensive accepted answer
+        right = accepted & self._correct[items][self._lanes, kept]
+        solve = (self._ans_f[actions] * cost).sum(axis=1)
         fee = self.config.handoff_fee * (self._handoffs[actions] * solve + (self._edges[actions] * self._expected[items]).sum(axis=1))
-        return ans, success, solve, fee
+        return ans, accepted, right, solve, fee
 
     def step(self, actions: np.ndarray, epsilon: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the active lanes. Returns (next_obs, reward, done, terminal_obs, stepped): `next_obs`
@@ -223,29 +271,36 @@ class VecCoordinatorEnv:
         actions = np.asarray(actions, dtype=np.int64)
         act = self.active.copy()
         items = self.current_items()
-        ans, success, solve, fee = self.outcomes(items, actions)
+        ans, accepted, right, solve, fee = self.outcomes(items, actions)
         ans &= act[:, None]
-        success &= act
+        accepted &= act
+        right &= act
         cost = np.where(act, solve + fee, 0.0)
-        failed = act & ~success
+        failed = act & ~accepted
         attempt_before = self.attempt.copy()
         self.attempt = np.where(failed, self.attempt + 1, self.attempt)
         dropped = failed & (self.attempt >= self.K)
-        reward = success.astype(np.float64) - self.lam * cost - self.config.fail_penalty * dropped
+        reward = accepted.astype(np.float64) - self.lam * cost - self.config.fail_penalty * dropped
         reward = np.where(act, reward, 0.0)
-        advance = success | dropped
+        advance = accepted | dropped
         self.tried |= ans
         self.tried[advance] = False
         self.attempt[advance] = 0
         if self.record is not None:
             eps = np.broadcast_to(np.asarray(epsilon, dtype=np.float32), (self.L,))
             self.record.add(active=act, episode=self.episode, step=self.t_ep, item=items, action=actions,
-                            correct=success, cost_usd=cost, reward=reward, calls=ans.sum(axis=1),
+                            correct=right, accepted=accepted, cost_usd=cost, reward=reward, calls=ans.sum(axis=1),
                             attempt=attempt_before + 1, position=self.pos, dropped=dropped, epsilon=eps)
+        if self.item_outcomes is not None:
+            out = self.item_outcomes
+            out["correct"][self._lanes, items] |= right
+            out["cost_usd"][self._lanes, items] += cost
+            out["reward"][self._lanes, items] += reward
         acc = self._ep_acc
         acc["return"] += reward
         acc["cost_usd"] += cost
-        acc["correct"] += success
+        acc["correct"] += right
+        acc["accepted"] += accepted
         acc["steps"] += act
         acc["calls"] += ans
         self.pos = self.pos + advance
@@ -274,16 +329,43 @@ class VecCoordinatorEnv:
             next_obs = terminal_obs
         return next_obs, reward, done, terminal_obs, act
 
+    def lanes_view(self, lanes: np.ndarray) -> VecCoordinatorEnv:
+        """A finished env's lanes `lanes` as an env of their own (stats, step record, item outcomes),
+        for reporting the methods that trained side by side in one batch; it is not stepped again."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        view = copy.copy(self)
+        for name in ("seeds", "lam", "packet", "packet_len", "pos", "attempt", "tried", "episode", "t_ep", "active",
+                     "total_steps"):
+            setattr(view, name, getattr(self, name)[lanes].copy())
+        view.L = len(lanes)
+        view._lanes = np.arange(view.L)
+        view._accept = None if self._accept is None else self._accept[lanes]
+        view._map_mask = None if self._map_mask is None else self._map_mask[lanes]
+        view.stats = {k: v[lanes].copy() for k, v in self.stats.items()}
+        view._ep_acc = {k: v[lanes].copy() for k, v in self._ep_acc.items()}
+        view.item_outcomes = None if self.item_outcomes is None else {k: v[lanes].copy() for k, v in self.item_outcomes.items()}
+        if self.record is not None:
+            self.record._flush()
+            view.record = StepRecord(view.L)
+            view.record.fields = {k: [c[:, lanes] for c in v] for k, v in self.record.fields.items()}
+        return view
+
     def oracle_actions(self) -> np.ndarray:
-        """Per lane, the action of highest immediate reward knowing the labels (first on ties):
-        the cheapest correct option, or the cheapest option when none is correct."""
+        """Per lane, the action of highest immediate reward knowing the verdicts (the cheapest
+        accepted option; the cheapest option when none is accepted), and on equal reward the one
+        whose kept answer is right: an upper bound on the return, not a policy one could deploy."""
         items = self.current_items()
-        correct = self._correct[items]  # [L, S]
-        success = (self._ans[None] & correct[:, None, :]).any(axis=2)  # [L, A]
-        solve = self._cost[items] @ self._ans_f.T  # [L, A]
+        verdict = self.verdicts_of(items)  # [L, S]
+        ok = self._ans[None] & verdict[:, None, :]  # [L, A, S]
+        accepted = ok.any(axis=2)
+        cost = self._cost[items]
+        kept = np.argmax(np.where(ok, cost[:, None, :], -1.0), axis=2)  # [L, A]
+        right = accepted & np.take_along_axis(self._correct[items], kept, axis=1)
+        solve = cost @ self._ans_f.T  # [L, A]
         fee = self.config.handoff_fee * (self._handoffs[None] * solve + self._expected[items] @ self._edges.T)
-        value = success - self.lam[:, None] * (solve + fee)
-        return np.argmax(value, axis=1)
+        value = accepted - self.lam[:, None] * (solve + fee)
+        best = value.max(axis=1, keepdims=True)
+        return np.argmax((value >= best - 1e-12) * (1.0 + right), axis=1)
 
 
 # ------------------------------------------------------------------------------------ Gymnasium
@@ -295,8 +377,9 @@ class _SingleLaneEnv(gym.Env):
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, table: SolverTable, actions: ActionTable, config: EnvConfig, cost_weight: float = 100.0,
-                 mode: Literal["sample", "sequential"] = "sample"):
+                 mode: Literal["sample", "sequential"] = "sample", verdicts: np.ndarray | None = None):
         self.table, self.table_actions, self.config = table, actions, config
+        self.verdicts = verdicts  # [N, S] for every lane seed (None: gold)
         self.cost_weight, self.mode = cost_weight, mode
         dim = obs_dim(len(table.solvers), config.max_attempts, config.use_map)
         high = np.ones(dim, dtype=np.float32)
@@ -309,7 +392,8 @@ class _SingleLaneEnv(gym.Env):
 
     def _make_core(self, seed: int) -> VecCoordinatorEnv:
         return VecCoordinatorEnv(self.table, self.table_actions, self.config, [seed], self.cost_weight,
-                                 episodes=None, mode=self.mode, auto_reset=False)
+                                 episodes=None, mode=self.mode, auto_reset=False,
+                                 verdicts=None if self.verdicts is None else self.verdicts[None])
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
@@ -319,6 +403,8 @@ class _SingleLaneEnv(gym.Env):
             obs = self.core.reset()
         else:
             self.core.active[:] = True
+            if self.core.pos[0] < self.core.packet_len[0]:  # reset mid-episode: that packet is spent too
+                self.core.episode += 1
             self.core._new_packets(np.ones(1, dtype=bool))
             obs = self.core.observe()
         return obs[0], {"item_id": self._item_id()}
@@ -331,10 +417,10 @@ class _SingleLaneEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         item_id = self._item_id()
         items = self.core.current_items()
-        _, success, solve, fee = self.core.outcomes(items, np.array([int(action)]))
+        _, accepted, right, solve, fee = self.core.outcomes(items, np.array([int(action)]))
         _, reward, done, terminal_obs, _ = self.core.step(np.array([int(action)]))
         info = {"item_id": item_id, "executors": self.table_actions.executors(int(action)),
-                "correct": bool(success[0]), "cost_usd": float(solve[0] + fee[0])}
+                "accepted": bool(accepted[0]), "correct": bool(right[0]), "cost_usd": float(solve[0] + fee[0])}
         return terminal_obs[0], float(reward[0]), bool(done[0]), False, info
 
 
@@ -342,13 +428,17 @@ class ManagementEnv(_SingleLaneEnv):
     """History Matters §3.1: one action per management route (A; A->B; A->B->C)."""
 
     def __init__(self, table: SolverTable, routes: list[list[str]], config: EnvConfig = EnvConfig(),
-                 cost_weight: float = 100.0, mode: Literal["sample", "sequential"] = "sample"):
-        super().__init__(table, management_actions(routes, table.solvers), config, cost_weight, mode)
+                 cost_weight: float = 100.0, mode: Literal["sample", "sequential"] = "sample",
+                 verdicts: np.ndarray | None = None):
+        super().__init__(table, management_actions(routes, table.solvers), config, cost_weight, mode, verdicts)
 
 
 class DelegationEnv(_SingleLaneEnv):
-    """History Matters §3.2: kickoff set x each agent's answer / pass choice (189 joint actions for 3)."""
+    """History Matters §3.2: kickoff set x each agent's answer / pass choice (189 joint actions for 3;
+    `answering=True`: the 52 distinct ones in which somebody answers, what the study trains on)."""
 
     def __init__(self, table: SolverTable, config: EnvConfig = EnvConfig(), cost_weight: float = 100.0,
-                 mode: Literal["sample", "sequential"] = "sample"):
-        super().__init__(table, delegation_actions(table.solvers), config, cost_weight, mode)
+                 mode: Literal["sample", "sequential"] = "sample", verdicts: np.ndarray | None = None,
+                 answering: bool = False):
+        actions = delegation_actions(table.solvers)
+        super().__init__(table, answering_actions(actions) if answering else actions, config, cost_weight, mode, verdicts)

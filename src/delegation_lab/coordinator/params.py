@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from delegation_lab.params_model import ParamsModel
 
 STUDIES = ("management", "delegation")
-METHODS = ("dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle")
+METHODS = ("dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle", "fixed_order")
 
 
 class DqnParams(ParamsModel):
@@ -27,8 +27,8 @@ class DqnParams(ParamsModel):
     """Replay capacity per seed (a ring buffer)."""
     target_sync: int = Field(200, ge=1)
     """Gradient updates between copies of the online network into the target network."""
-    gamma: float = Field(0.99, ge=0, le=1)
-    """Discount factor."""
+    gamma: float = Field(1.0, ge=0, le=1)
+    """Discount factor per attempt. 1.0 (valid: every episode ends after its packet, and the observation carries episode progress) trains on the undiscounted return the study reports; the paper's Table 3 uses 0.99."""
     epsilon_start: float = Field(1.0, ge=0, le=1)
     """Exploration rate before the first gradient step."""
     epsilon_end: float = Field(0.05, ge=0, le=1)
@@ -59,8 +59,8 @@ class SweepParams(ParamsModel):
 class CoordinatorParams(ParamsModel):
     studies: list[Literal["management", "delegation"]] = ["management", "delegation"]
     """Which environments to train and evaluate (History Matters §3.1 and §3.2)."""
-    methods: list[Literal["dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle"]] = list(METHODS)
-    """Methods run in each environment; `mgmt_policy` (delegation only) needs the management study."""
+    methods: list[Literal["dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle", "fixed_order"]] = list(METHODS)
+    """Methods run in each environment; `mgmt_policy` (delegation only) needs the management study; `fixed_order` runs every fixed order of routes (management) or solvers (delegation) and reports the best by late return as `best_fixed_order`."""
     routes: list[list[str]] | None = None
     """Management routes, each a handoff path from the top manager whose last solver answers; null = the prefixes of the `solvers` order (A; A->B; A->B->C)."""
     agents: list[str] | None = None
@@ -96,7 +96,9 @@ class CoordinatorParams(ParamsModel):
     trajectories: bool = True
     """Write every environment step as a trajectory row (train and test)."""
     mlflow_series: list[Literal["return", "accuracy", "cost_usd", "epsilon", "steps"]] = ["return", "accuracy", "cost_usd"]
-    """Per-episode curves logged to each MLflow child run (train/<name>); every key costs ~0.15 s per 1000 points."""
+    """Per-episode curves logged to each MLflow child run (train/<name>), each at most `mlflow_points` points."""
+    mlflow_points: int = Field(200, ge=2)
+    """Most points per logged curve: longer curves are averaged over equal runs of episodes, each point logged at the step of its last episode (the full curves are in the trajectories)."""
 
     @model_validator(mode="after")
     def _check(self) -> CoordinatorParams:

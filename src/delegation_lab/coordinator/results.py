@@ -1,6 +1,8 @@
 """From finished runs to the study's outputs: late-train and held-out metrics per lane, the paired
-Wilcoxon test against always-A, metrics/coordinator.json (with the paper's Tables 1 and 2 under the
-`paper` segment), summary rows for the frontier, trajectory frames and the curves behind the plots.
+Wilcoxon test against always-A, item-level bootstrap intervals on the held-out headlines (seeds x
+test items resampled, `evaluation.intervals`), the best fixed order and the paired test of each DQN
+against it, metrics/coordinator.json (with the paper's Tables 1 and 2 under the `paper` segment),
+summary and item-level outcome rows for the frontier, trajectory frames and the plots' curves.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from scipy.stats import wilcoxon
 
 from delegation_lab.coordinator.envs import VecCoordinatorEnv
 from delegation_lab.coordinator.study import MethodRun
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, paired_bootstrap, seed_interval
 
 # History Matters, Tables 1 and 2 (late training: last 100 episodes, mean ± std over seeds 0-19) and
 # the text of §3.1-3.2 (Wilcoxon: all 20 seeds better on return and cheaper, two-sided p = 2^-19).
@@ -96,9 +100,7 @@ def episode_curves(env: VecCoordinatorEnv) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------- aggregates
 
 
-def _ms(x: np.ndarray) -> tuple[float, float]:
-    x = np.asarray(x, dtype=np.float64)
-    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else 0.0
+_ms = mean_and_std
 
 
 def paired_test(ours: np.ndarray, base: np.ndarray) -> float | None:
@@ -109,34 +111,85 @@ def paired_test(ours: np.ndarray, base: np.ndarray) -> float | None:
     return float(wilcoxon(ours, base, alternative="two-sided").pvalue)
 
 
-def study_metrics(runs: list[MethodRun], late: int, packet_size: int) -> dict[str, Any]:
+def _lanes(per_lane: dict[str, np.ndarray], lanes: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[lanes] for k, v in per_lane.items()}
+
+
+def item_values(env: VecCoordinatorEnv, packet_size: int) -> dict[str, np.ndarray]:
+    """[L, test items] per-item values whose means are the held-out headlines: gold correctness of
+    the kept answer (a dropped item is wrong), cost, and reward x packet_size (mean = return per packet)."""
+    out = env.item_outcomes
+    return {"accuracy": out["correct"].astype(np.float64), "cost_per_item": out["cost_usd"],
+            "return": out["reward"] * packet_size}
+
+
+def _interval(lo_hi: tuple[float, float]) -> list[float]:
+    return [float(lo_hi[0]), float(lo_hi[1])]
+
+
+def method_block(lt: dict[str, np.ndarray], te: dict[str, np.ndarray], items: dict[str, np.ndarray],
+                 solvers: tuple[str, ...], boot: ItemBootstrap, confidence: float) -> dict[str, Any]:
+    """One method's metrics from its lanes' late-train and held-out values (intervals included)."""
+    m: dict[str, Any] = {}
+    for key, name in (("return", "late_return"), ("accuracy", "late_accuracy"),
+                      ("cost_per_episode", "late_cost_per_episode"), ("cum_cost", "cum_cost"),
+                      ("steps_per_episode", "late_steps_per_episode")):
+        m[f"{name}_mean"], m[f"{name}_std"] = _ms(lt[key])
+    ci = seed_interval(lt["return"], confidence)
+    m["late_return_ci"] = [ci["low"], ci["high"]]  # Student t over seeds
+    for j, solver in enumerate(solvers):
+        m[f"late_share_{solver}"] = float(lt["share"][:, j].mean())
+    for key in ("accuracy", "cost_per_item", "calls_per_item", "return"):
+        m[f"test_{key}_mean"], m[f"test_{key}_std"] = _ms(te[key])
+    for key in ("accuracy", "cost_per_item", "return"):
+        m[f"test_{key}_ci"] = _interval(boot.interval(items[key]))  # item-level bootstrap, seeds x items
+    m["test_accuracy_per_dollar_mean"] = float((te["accuracy"] / te["cost_per_item"]).mean())
+    m["n_seeds"] = int(len(lt["return"]))
+    return m
+
+
+def paired_block(boot: ItemBootstrap, ours: dict[str, np.ndarray], base: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Held-out differences ours - base on the same seeds and items: difference, interval, p-value."""
+    out: dict[str, Any] = {}
+    for key in ("return", "accuracy", "cost_per_item"):
+        test = paired_bootstrap(boot, ours[key], base[key])
+        out[f"{key}_difference"] = test["difference"]
+        out[f"{key}_difference_ci"] = [test["ci_low"], test["ci_high"]]
+        out[f"{key}_p_value"] = test["p_value"]
+    return out
+
+
+def study_metrics(runs: list[MethodRun], late: int, packet_size: int,
+                  intervals: IntervalParams = IntervalParams()) -> dict[str, Any]:
     """metrics/coordinator.json content for the main (non-sweep) runs of every environment."""
     out: dict[str, Any] = {}
+    n_items = next(r.test.table.n_items for r in runs)
+    boot = ItemBootstrap(n_items, intervals.resamples, intervals.confidence, intervals.seed)
     for study in dict.fromkeys(r.study for r in runs if not r.sweep):
         block: dict[str, Any] = {}
         mine = [r for r in runs if r.study == study and not r.sweep]
         base = next((r for r in mine if r.method == "always_a"), None)
         base_late = late_per_lane(base.train, late) if base is not None else None
+        best_items = None
+        fixed = next((r for r in mine if r.method == "fixed_order"), None)
+        if fixed is not None:
+            block["best_fixed_order"], block["fixed_orders"], best_items = _fixed_order_blocks(
+                fixed, late, packet_size, boot, intervals.confidence)
         for run in mine:
+            if run.method == "fixed_order":
+                continue
             lt = late_per_lane(run.train, late)
             te = test_per_lane(run.test, packet_size)
-            m: dict[str, Any] = {}
-            for key, name in (("return", "late_return"), ("accuracy", "late_accuracy"),
-                              ("cost_per_episode", "late_cost_per_episode"), ("cum_cost", "cum_cost"),
-                              ("steps_per_episode", "late_steps_per_episode")):
-                m[f"{name}_mean"], m[f"{name}_std"] = _ms(lt[key])
-            for j, solver in enumerate(run.actions.solvers):
-                m[f"late_share_{solver}"] = float(lt["share"][:, j].mean())
-            for key in ("accuracy", "cost_per_item", "calls_per_item", "return"):
-                m[f"test_{key}_mean"], m[f"test_{key}_std"] = _ms(te[key])
-            m["test_accuracy_per_dollar_mean"] = float((te["accuracy"] / te["cost_per_item"]).mean())
+            items = item_values(run.test, packet_size)
+            m = method_block(lt, te, items, run.actions.solvers, boot, intervals.confidence)
             if base_late is not None and run.method != "always_a":
                 m["wilcoxon_p_return"] = paired_test(lt["return"], base_late["return"])
                 m["wilcoxon_p_cost"] = paired_test(lt["cost_per_episode"], base_late["cost_per_episode"])
                 m["seeds_better_return"] = int((lt["return"] > base_late["return"]).sum())
                 m["seeds_cheaper"] = int((lt["cost_per_episode"] < base_late["cost_per_episode"]).sum())
                 m["cost_ratio_vs_always_a"] = float(lt["cost_per_episode"].mean() / base_late["cost_per_episode"].mean())
-            m["n_seeds"] = run.lanes
+            if best_items is not None and run.method in ("dqn_map", "dqn_nomap"):
+                m["vs_best_fixed_order"] = paired_block(boot, items, best_items)
             m["seconds"] = round(run.seconds, 2)
             block[run.method] = m
         if study in PAPER_TABLES:
@@ -144,10 +197,10 @@ def study_metrics(runs: list[MethodRun], late: int, packet_size: int) -> dict[st
         out[study] = block
     sweep: dict[str, Any] = {}
     for run in runs:
-        te = test_per_lane(run.test, packet_size)
-        lt = late_per_lane(run.train, late)
         if not (run.sweep or run.method in ("dqn_map", "dqn_nomap")):
             continue
+        te = test_per_lane(run.test, packet_size)
+        lt = late_per_lane(run.train, late)
         for w in np.unique(run.cost_weights):
             lanes = run.cost_weights == w
             key = f"{run.study}.{run.method}"
@@ -160,13 +213,39 @@ def study_metrics(runs: list[MethodRun], late: int, packet_size: int) -> dict[st
     return out
 
 
+def _fixed_order_blocks(run: MethodRun, late: int, packet_size: int, boot: ItemBootstrap,
+                        confidence: float) -> tuple[dict[str, Any], dict[str, Any], dict[str, np.ndarray]]:
+    """(best fixed order's full metrics, every order's headline, the best order's per-item values).
+    The best order is chosen on the late training return (the training packets), never on the test split."""
+    lt_all = late_per_lane(run.train, late)
+    te_all = test_per_lane(run.test, packet_size)
+    items_all = item_values(run.test, packet_size)
+    points = np.array([run.operating_point(lane) for lane in range(run.lanes)])
+    orders = list(dict.fromkeys(points.tolist()))
+    table: dict[str, Any] = {}
+    for order in orders:
+        lanes = points == order
+        table[order] = {"late_return_mean": float(lt_all["return"][lanes].mean()),
+                        "test_return_mean": float(te_all["return"][lanes].mean()),
+                        "test_accuracy_mean": float(te_all["accuracy"][lanes].mean()),
+                        "test_cost_per_item_mean": float(te_all["cost_per_item"][lanes].mean())}
+    best = max(orders, key=lambda o: (table[o]["late_return_mean"], -orders.index(o)))
+    lanes = points == best
+    items = _lanes(items_all, lanes)
+    m = method_block(_lanes(lt_all, lanes), _lanes(te_all, lanes), items, run.actions.solvers, boot, confidence)
+    m["order"] = best
+    m["orders_compared"] = len(orders)
+    m["seconds"] = round(run.seconds, 2)
+    return m, table, items
+
+
 # ---------------------------------------------------------------------------------- summaries
 
 
 def summary_rows(runs: list[MethodRun], late: int, packet_size: int, dataset: str,
-                 run_ids: dict[tuple[str, int], str | None]) -> list[dict[str, Any]]:
+                 run_ids: dict[tuple[str, int], str | None], verifier: str = "gold") -> list[dict[str, Any]]:
     """One row per method x seed x operating point on the test split, and one on the train split
-    (its late-training window)."""
+    (its late-training window); `verifier` names what made the accept decisions."""
     rows = []
     for run in runs:
         te = test_per_lane(run.test, packet_size)
@@ -175,7 +254,8 @@ def summary_rows(runs: list[MethodRun], late: int, packet_size: int, dataset: st
             common = {
                 "study": "coordinator", "method": f"{run.study}.{run.method}", "seed": int(run.seeds[lane]),
                 "operating_point": run.operating_point(lane), "dataset": dataset,
-                "solver_set": ",".join(run.solver_set), "run_id": run_ids.get((run.names[lane], int(run.seeds[lane]))),
+                "solver_set": ",".join(run.solvers_of(lane)), "run_id": run_ids.get((run.names[lane], int(run.seeds[lane]))),
+                "verifier": verifier,
             }
             rows.append({**common, "split": "test", "accuracy": float(te["accuracy"][lane]),
                          "cost_per_item_usd": float(te["cost_per_item"][lane]),
@@ -186,6 +266,28 @@ def summary_rows(runs: list[MethodRun], late: int, packet_size: int, dataset: st
                          "calls_per_item": float(lt["calls_per_item"][lane]), "return": float(lt["return"][lane]),
                          "n_items": int(run.train.stats["items"][lane, -late:].sum())})
     return rows
+
+
+def outcome_frame(runs: list[MethodRun], dataset: str, verifier: str) -> pl.DataFrame:
+    """Item-level outcomes of every test-split summary row (same method / operating point / seed):
+    the kept answer's gold correctness (0 for a dropped item) and the cost paid on the item."""
+    parts = []
+    for run in runs:
+        out = run.test.item_outcomes
+        L, N = out["correct"].shape
+        parts.append(pl.DataFrame({
+            "method": np.full(L * N, f"{run.study}.{run.method}"),
+            "operating_point": np.repeat([run.operating_point(lane) for lane in range(L)], N),
+            "seed": np.repeat(run.seeds.astype(np.int64), N),
+            "item_id": np.tile(run.test.table.item_ids.astype(str), L),
+            "correct": out["correct"].astype(np.float64).ravel(),
+            "cost_usd": out["cost_usd"].ravel(),
+        }))
+    frame = pl.concat(parts) if parts else pl.DataFrame(schema={"method": pl.String, "operating_point": pl.String,
+                                                               "seed": pl.Int64, "item_id": pl.String,
+                                                               "correct": pl.Float64, "cost_usd": pl.Float64})
+    return frame.with_columns(pl.lit("coordinator").alias("study"), pl.lit("test").alias("split"),
+                              pl.lit(dataset).alias("dataset"), pl.lit(verifier).alias("verifier"))
 
 
 # ------------------------------------------------------------------------------- trajectories
@@ -208,6 +310,7 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
         "action": names.gather(action_idx),
         "executors": executors.gather(action_idx),
         "correct": rec["correct"],
+        "_accepted": rec["accepted"],
         "cost_usd": rec["cost_usd"],
         "reward": rec["reward"],
         "calls": rec["calls"].astype(np.int64),
@@ -217,12 +320,13 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
         "_epsilon": rec["epsilon"].astype(np.float64).round(4),
     })
     parts = [pl.lit('{"attempt":'), pl.col("_attempt"), pl.lit(',"position":'), pl.col("_position"),
+             pl.lit(',"accepted":'), pl.when(pl.col("_accepted")).then(pl.lit("true")).otherwise(pl.lit("false")),
              pl.lit(',"dropped":'), pl.when(pl.col("_dropped")).then(pl.lit("true")).otherwise(pl.lit("false")),
              pl.lit(f',"cost_weight":{run.cost_weights[lane]:g}')]
     if which == "train" and run.epsilon is not None:
         parts += [pl.lit(',"epsilon":'), pl.col("_epsilon")]
     parts.append(pl.lit("}"))
-    return frame.with_columns(pl.concat_str(parts).alias("extra")).drop("_attempt", "_position", "_dropped", "_epsilon")
+    return frame.with_columns(pl.concat_str(parts).alias("extra")).drop("_attempt", "_position", "_accepted", "_dropped", "_epsilon")
 
 
 # ------------------------------------------------------------------------------------- curves
@@ -231,7 +335,7 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
 def curve_tables(runs: list[MethodRun], study: str) -> dict[str, pl.DataFrame]:
     """Wide per-episode tables (mean over seeds) for the plots: return, accuracy, cost, cumulative
     cost (a column per method) and the learned coordinator's solver share (a column per solver)."""
-    mine = [r for r in runs if r.study == study and not r.sweep]
+    mine = [r for r in runs if r.study == study and not r.sweep and r.method != "fixed_order"]
     if not mine:
         return {}
     episodes = np.arange(mine[0].train.episodes)

@@ -3,8 +3,10 @@ delegation) train the DQN coordinators with every seed batched, roll out the bas
 training packets, evaluate everything greedily on the held-out split, and sweep the cost weight.
 
 Every method of one environment shares the lane seeds, hence the training packets (the packet
-stream is the env's own); the held-out evaluation plays the test split once, in order, in packets
-of `packet_size` (the last one shorter), with exploration off.
+stream is the env's own) and the verifier's verdicts (one table per split and lane seed, from the
+shared `Verifier`: common random numbers); the held-out evaluation plays the test split once, in
+order, in packets of `packet_size` (the last one shorter), with exploration off.
+Training runs under torch's deterministic algorithms with a fixed thread count.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from delegation_lab.coordinator import baselines
-from delegation_lab.coordinator.actions import ActionTable, delegation_actions, management_actions
-from delegation_lab.coordinator.data import CoordinatorData, check_solver_names, load_coordinator_data
+from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
+from delegation_lab.coordinator.data import CoordinatorData, SolverTable, check_solver_names, load_coordinator_data
 from delegation_lab.coordinator.dqn import GreedyPolicy, train_batched
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.errors import InputError
+from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.tables import Layout
-from delegation_lab.torch_runtime import resolve_device, torch_threads
+from delegation_lab.torch_runtime import deterministic_torch, resolve_device
 
 
 @dataclass
@@ -44,14 +47,33 @@ class MethodRun:
     seconds: float
     solver_set: list[str]
     sweep: bool = False
+    points: list[str] | None = None  # per lane operating point (fixed orders: the order); None = lambda
+    lane_solvers: list[list[str]] | None = None  # per lane solver set, where it differs by lane
 
     @property
     def lanes(self) -> int:
         return len(self.seeds)
 
     def operating_point(self, lane: int) -> str:
-        return f"lambda={self.cost_weights[lane]:g}"
+        return self.points[lane] if self.points is not None else f"lambda={self.cost_weights[lane]:g}"
 
+    def solvers_of(self, lane: int) -> list[str]:
+        return self.lane_solvers[lane] if self.lane_solvers is not None else self.solver_set
+
+
+
+DQN_METHODS = ("dqn_map", "dqn_nomap")
+
+
+@dataclass(frozen=True)
+class DqnMember:
+    """One method's lanes in an environment's DQN batch."""
+
+    method: str
+    seeds: np.ndarray
+    weights: np.ndarray
+    names: list[str]
+    sweep: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,8 +133,11 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int],
 
 class CoordinatorStudy:
     def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
-                 log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None):
+                 log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None,
+                 verifier: Verifier | None = None):
         self.p, self.data, self.layout, self.progress, self.log = params, data, layout, progress, log
+        self.verifier = verifier if verifier is not None else Verifier("gold", source="gold labels")
+        self._verdicts: dict[tuple[str, int], np.ndarray] = {}
         self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
         self.train_table = data.train.select(layout.columns)
         self.test_table = data.test.select(layout.columns)
@@ -126,13 +151,29 @@ class CoordinatorStudy:
     def actions(self, study: str) -> ActionTable:
         if study == "management":
             return management_actions(self.layout.routes, self.layout.columns)
-        return delegation_actions(self.layout.columns)
+        return answering_actions(delegation_actions(self.layout.columns))
 
-    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
-        actions, cfg, record = self.actions(study), self.config(use_map), self.p.trajectories
-        train = VecCoordinatorEnv(self.train_table, actions, cfg, seeds, weights, self.p.episodes, "sample", record)
-        test = VecCoordinatorEnv(self.test_table, actions, cfg, seeds, weights, None, "sequential", record)
-        return train, test
+    def verdicts(self, table: SolverTable, seeds: np.ndarray) -> np.ndarray:
+        """[lanes, items, solvers]: the verifier's verdict on every cached answer, per lane seed."""
+        for seed in np.unique(seeds):
+            key = (table.split, int(seed))
+            if key not in self._verdicts:
+                self._verdicts[key] = self.verifier.table(list(table.solvers), table.item_ids, table.correct, [int(seed)])[0]
+        return np.stack([self._verdicts[(table.split, int(s))] for s in seeds])
+
+    def env(self, split: str, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
+            record: bool | None = None, map_lanes: np.ndarray | None = None) -> VecCoordinatorEnv:
+        """The train (sampled packets, `episodes` of them) or test (every item once, in order) env."""
+        table = self.train_table if split == "train" else self.test_table
+        record = self.p.trajectories if record is None else record
+        episodes, mode = (self.p.episodes, "sample") if split == "train" else (None, "sequential")
+        return VecCoordinatorEnv(table, self.actions(study), self.config(use_map), seeds, weights, episodes, mode, record,
+                                 verdicts=self.verdicts(table, seeds), map_lanes=map_lanes)
+
+    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
+             record: bool | None = None) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
+        return (self.env("train", study, use_map, seeds, weights, record),
+                self.env("test", study, use_map, seeds, weights, record))
 
     def find(self, study: str, method: str) -> MethodRun | None:
         return next((r for r in self.runs if r.study == study and r.method == method and not r.sweep), None)
@@ -142,8 +183,11 @@ class CoordinatorStudy:
     def run_method(self, study: str, method: str, seeds: np.ndarray, weights: np.ndarray, names: list[str],
                    sweep: bool = False) -> MethodRun:
         t0 = time.perf_counter()
-        use_map = method == "dqn_map" or (method != "dqn_nomap" and self.data.has_map)
-        policy = epsilon = None
+        if method == "fixed_order":
+            return self._fixed_orders(study, seeds, weights, t0)
+        if method in DQN_METHODS:  # pragma: no cover - they train in `train_dqn_group`
+            raise ValueError(f"{method} trains with its environment's DQN group")
+        use_map = self.data.has_map
         rules = study
         if method == "mgmt_policy":
             source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
@@ -152,73 +196,133 @@ class CoordinatorStudy:
             rules = self.p.mgmt_policy_rules
         train, test = self.envs(rules, use_map, seeds, weights)
         actions = train.actions
-        if method in ("dqn_map", "dqn_nomap"):
-            update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{method}")
-            result = train_batched(train, self.p.dqn, self.device, update)
-            close()
-            policy, epsilon = result.policy, result.epsilon
-            act = baselines.greedy(policy)
-            baselines.rollout(test, act)
-        else:
-            if method == "always_a":
-                act = baselines.always_manager(study, actions, self.layout.manager)
-            elif method == "random":
-                act = baselines.uniform_random(seeds, actions.n)
-            elif method == "oracle":
-                act = baselines.oracle()
-            elif method == "mgmt_policy" and rules == "management":
-                act = baselines.greedy(source.policy)
-            elif method == "mgmt_policy":
-                act = baselines.management_in_delegation(source.policy, self.layout.routes, self.layout.columns)
-            else:  # pragma: no cover - params validation restricts methods
-                raise ValueError(method)
-            baselines.rollout(train, act)
-            if method == "random":  # a fresh stream for the test split, not the one training consumed
-                act = baselines.uniform_random(seeds, actions.n, baselines.TEST_POLICY_STREAM)
-            baselines.rollout(test, act)
+        if method == "always_a":
+            act = baselines.always_manager(study, actions, self.layout.manager)
+        elif method == "random":
+            act = baselines.uniform_random(seeds, actions.n)
+        elif method == "oracle":
+            act = baselines.oracle()
+        elif method == "mgmt_policy" and rules == "management":
+            act = baselines.greedy(source.policy)
+        elif method == "mgmt_policy":
+            act = baselines.management_in_delegation(source.policy, self.layout.routes, actions)
+        else:  # pragma: no cover - params validation restricts methods
+            raise ValueError(method)
+        baselines.rollout(train, act)
+        if method == "random":  # a fresh stream for the test split, not the one training consumed
+            act = baselines.uniform_random(seeds, actions.n, baselines.TEST_POLICY_STREAM)
+        baselines.rollout(test, act)
         if method == "always_a":
             solver_set = [self.layout.manager]
         else:
             used = actions.answers.any(axis=0)
             solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
-        run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, epsilon, policy,
+        run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, None, None,
                         time.perf_counter() - t0, solver_set, sweep)
+        return self._finish(run)
+
+    def train_dqn_group(self, study: str, members: list[DqnMember]) -> list[MethodRun]:
+        """Train every DQN lane of one environment in one batch — dqn_map and dqn_nomap (whose map
+        features the env zeroes, its network embedded without them) and the cost-weight sweep —
+        then evaluate each method greedily on the test split and report it as its own run."""
+        t0 = time.perf_counter()
+        seeds = np.concatenate([m.seeds for m in members])
+        weights = np.concatenate([m.weights for m in members])
+        sees_map = np.concatenate([np.full(len(m.seeds), m.method == "dqn_map") for m in members])
+        any_map = bool(sees_map.any())
+        train = self.env("train", study, any_map, seeds, weights, map_lanes=sees_map if any_map else None)
+        no_map_inputs = np.ones(train.obs_dim, dtype=bool)
+        no_map_inputs[: 2 * len(self.layout.columns)] = False
+        lane_inputs = None
+        if any_map and not sees_map.all():
+            lane_inputs = np.where(sees_map[:, None], True, no_map_inputs[None, :])
+        label = "+".join(dict.fromkeys(m.method + (".sweep" if m.sweep else "") for m in members))
+        update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
+        result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs)
+        close()
+        trained = time.perf_counter() - t0
+        runs, start = [], 0
+        for m in members:
+            t1 = time.perf_counter()
+            lanes = np.arange(start, start + len(m.seeds))
+            start += len(m.seeds)
+            use_map = m.method == "dqn_map"
+            policy = result.policy.lanes(lanes, None if use_map or not any_map else no_map_inputs)
+            test = self.env("test", study, use_map, m.seeds, m.weights)
+            baselines.rollout(test, baselines.greedy(policy))
+            actions = test.actions
+            solver_set = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
+            seconds = trained * len(lanes) / len(seeds) + time.perf_counter() - t1  # its share of the batch
+            run = MethodRun(study, m.method, m.names, m.seeds, m.weights, actions, use_map, train.lanes_view(lanes), test,
+                            result.epsilon[lanes], policy, seconds, solver_set, m.sweep)
+            runs.append(self._finish(run))
+        self.log(f"coordinator: {study}.{label}: {len(seeds)} lanes trained together in {trained:.1f} s")
+        return runs
+
+    def _finish(self, run: MethodRun) -> MethodRun:
         self.runs.append(run)
         if self.on_run is not None:
             self.on_run(run)
         return run
 
+    def _fixed_orders(self, study: str, seeds: np.ndarray, weights: np.ndarray, t0: float) -> MethodRun:
+        """Every fixed order in one batch of lanes (order-major: lane = order x seeds + seed index),
+        on the same packets and verdicts as the other methods; no trajectories (they are baselines)."""
+        actions = self.actions(study)
+        names, plan = baselines.fixed_orders(study, actions, self.layout.routes, self.p.max_attempts)
+        n = len(seeds)
+        lane_order = np.repeat(np.arange(len(names)), n)
+        lane_seeds, lane_weights = np.tile(seeds, len(names)), np.tile(weights, len(names))
+        use_map = self.data.has_map
+        train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False)
+        act = baselines.planned(plan, lane_order)
+        baselines.rollout(train, act)
+        baselines.rollout(test, act)
+        solvers = [[s for s, u in zip(actions.solvers, actions.answers[np.unique(plan[o])].any(axis=0), strict=True) if u]
+                   for o in range(len(names))]
+        run = MethodRun(study, "fixed_order", [f"{study}.fixed_order"] * len(lane_seeds), lane_seeds, lane_weights,
+                        actions, use_map, train, test, None, None, time.perf_counter() - t0,
+                        sorted({s for ss in solvers for s in ss}, key=actions.solvers.index),
+                        points=[names[o] for o in lane_order], lane_solvers=[solvers[o] for o in lane_order])
+        return self._finish(run)
+
     def run(self) -> list[MethodRun]:
-        with torch_threads(self.p.torch_threads):
+        with deterministic_torch(self.p.torch_threads):
             return self._run()
 
     def _run(self) -> list[MethodRun]:
-        p = self.p
+        p, sw = self.p, self.p.sweep
         seeds = np.arange(p.first_seed, p.first_seed + p.seeds)
         weights = np.full(len(seeds), p.cost_weight)
         order = [s for s in ("management", "delegation") if s in p.studies]
-        for study in order:
+        for study in order + [s for s in sw.studies if s not in order]:
+            members = [DqnMember(m, seeds, weights, [f"{study}.{m}"] * len(seeds)) for m in DQN_METHODS
+                       if m in p.methods and study in order]
+            members += self.sweep_members(study)
+            for run in self.train_dqn_group(study, members) if members else []:
+                if not run.sweep:
+                    self.log(f"coordinator: {study}.{run.method}: late return "
+                             f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}")
+            if study not in order:
+                continue
             for method in p.methods:
-                if method == "mgmt_policy" and study != "delegation":
+                if method in DQN_METHODS or (method == "mgmt_policy" and study != "delegation"):
                     continue
                 run = self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))
                 self.log(
                     f"coordinator: {study}.{method}: late return {run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, "
                     f"{run.seconds:.1f} s"
                 )
-        self.run_sweep()
         return self.runs
 
-    def run_sweep(self) -> None:
+    def sweep_members(self, study: str) -> list[DqnMember]:
+        """The cost-weight sweep's lanes of `study` (seed x other cost weight), trained beside the main DQNs."""
         p, sw = self.p, self.p.sweep
         method = "dqn_map" if "dqn_map" in p.methods else "dqn_nomap" if "dqn_nomap" in p.methods else None
         others = [w for w in sw.cost_weights if w != p.cost_weight]
-        if method is None or sw.seeds == 0 or not others:
-            return
+        if method is None or sw.seeds == 0 or not others or study not in sw.studies:
+            return []
         base = np.arange(p.first_seed, p.first_seed + sw.seeds)
         seeds = np.tile(base, len(others))
         weights = np.repeat(np.asarray(others, dtype=np.float64), len(base))
-        for study in sw.studies:
-            names = [f"{study}.{method}.lambda{w:g}" for w in weights]
-            run = self.run_method(study, method, seeds, weights, names, sweep=True)
-            self.log(f"coordinator: {study}.{method} sweep over lambda {others} x {sw.seeds} seeds, {run.seconds:.1f} s")
+        return [DqnMember(method, seeds, weights, [f"{study}.{method}.lambda{w:g}" for w in weights], sweep=True)]
