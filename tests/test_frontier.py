@@ -220,3 +220,15 @@ def test_a_summary_without_its_verifier_is_kept_apart():
                                     FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
     assert "s/m [unrecorded]" in metrics["methods"]
     assert table.filter(pl.col("study") == "s")["verifier"].to_list() == ["unrecorded"]
+
+
+def test_methods_carry_the_fields_metrics():
+    labeled = _labeled()
+    summaries, outcomes = _study(labeled, DEFAULT_NAME, picks="B")
+    _, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x", outcomes=outcomes)
+    m, a = metrics["methods"]["s/m"], metrics["methods"]["always-A"]
+    for key in ("gain_at_best_single", "gap_at_oracle", "cost_save", "pareto_dist", "arena_score"):
+        assert key in m and key in a
+    assert a["gain_at_best_single"] == 0.0 and a["cost_save"] == 0.0  # the best single solver against itself
+    assert m["gain_at_best_single"] < 0 and m["cost_save"] is None  # always-B never reaches A's accuracy
+    assert "gain_at_best_single" not in metrics["methods"]["oracle"]

@@ -16,6 +16,8 @@ Definitions (all on one split, default `test`):
   item, seeds resampled too where a method ran several; one set of resamples per dataset, so every
   method is resampled on the same items (paired). Study points take their item-level values from
   `results/outcomes/<study>.parquet`; a point without outcomes has null intervals.
+- Field metrics (`routing_metrics`, definitions and sources there): LLMRouterBench's Gain@BestSingle,
+  Gap@Oracle, CostSave and ParetoDist and RouterArena's Arena score per method, within its verifier set.
 - dominated_by: for a learned method, the cheapest baseline point (single, mixture, cascade) of its
   set that costs no more and is at least as accurate at the method's best-accuracy point, one of the
   two strictly. vs_best_single: a paired bootstrap test of that point's accuracy against the most
@@ -44,6 +46,7 @@ from delegation_lab.config import FrontierParams
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.routing_metrics import field_metrics
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
                  "solver_set", "run_id", "verifier"]
@@ -342,6 +345,7 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
     anchors = Anchors(float(cost[weak]), float(acc[weak]), float(cost[strong]), float(acc[strong]))
     c_lo, c_hi = float(cost.min()), float(cost.max())
     methods = {}
+    curves: dict[str, dict[str, list]] = {}  # verifier -> method key -> points (oracles excluded)
     for (study, method, verifier), g in frontier.group_by(["study", "method", "verifier"], maintain_order=True):
         pts = list(zip(g["cost_per_item_usd"].to_list(), g["accuracy"].to_list(), strict=True))
         best = g.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).row(0, named=True)
@@ -373,7 +377,10 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
             else:
                 entry["vs_best_single"] = None  # every single solver costs more than this point
         methods[key] = entry
+        if best["kind"] != "oracle":
+            curves.setdefault(verifier, {})[key] = pts
     oracle = frontier.filter((pl.col("kind") == "oracle") & (pl.col("study") == "baselines")).row(0, named=True)
+    _add_field_metrics(frontier, methods, curves, (oracle["cost_per_item_usd"], oracle["accuracy"]))
     return {
         "weak_solver": m.solvers[weak],
         "strong_solver": m.solvers[strong],
@@ -382,6 +389,21 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
                    "accuracy_ci": _pair(oracle["accuracy_ci_low"], oracle["accuracy_ci_high"])},
         "methods": methods,
     }
+
+
+FIELD_METRICS = ("gain_at_best_single", "gap_at_oracle", "cost_save", "pareto_dist", "arena_score")
+
+
+def _add_field_metrics(frontier: pl.DataFrame, methods: dict, curves: dict[str, dict[str, list]], oracle: tuple[float, float]) -> None:
+    """LLMRouterBench's Gain@BestSingle, Gap@Oracle, CostSave, ParetoDist and RouterArena's Arena
+    score (`routing_metrics`) per method, within its verifier set (ParetoDist against that set's front)."""
+    for verifier, by_method in curves.items():
+        singles = {r["method"]: (r["cost_per_item_usd"], r["accuracy"]) for r in frontier.filter(
+            (pl.col("kind") == "single") & (pl.col("verifier") == verifier)).iter_rows(named=True)}
+        if not singles:
+            continue  # a set without baselines (a verifier the frontier did not recompute them under)
+        for key, values in field_metrics(by_method, singles, oracle).items():
+            methods[key].update({k: None if v is None or np.isnan(v) else round(float(v), 6) for k, v in values.items()})
 
 
 def _pair(lo: float | None, hi: float | None) -> list[float] | None:
