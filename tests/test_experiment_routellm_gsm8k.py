@@ -47,7 +47,7 @@ def test_the_shipped_data_carries_licences_and_sources():
 
 def test_the_pipeline_reuses_the_repository_stages():
     stages = yaml.safe_load((EXPERIMENT / "dvc.yaml").read_text())["stages"]
-    assert set(stages) == {"prepare", "solve", "label", "ability_map", "coordinator", "redref", "market", "frontier"}
+    assert set(stages) == {"prepare", "solve", "label", "ability_map", "coordinator", "redref", "market", "embed", "routers", "frontier"}
     for name, stage in stages.items():
         body = stage.get("do", stage)
         script = body["cmd"].split()[1]
@@ -90,9 +90,13 @@ def test_the_committed_frontier_shows_baselines_and_studies():
     methods = frontier["methods"]
     assert {"always-gpt4", "always-mixtral", "oracle"} <= set(methods)
     assert methods["always-mixtral"]["best_accuracy"] < methods["always-gpt4"]["best_accuracy"] < frontier["oracle"]["accuracy"]
-    assert set(frontier["studies"]) == {"coordinator", "market", "redref"}
+    assert set(frontier["studies"]) == {"coordinator", "market", "redref", "routers"}
     for study in frontier["studies"]:
         assert any(k.startswith(f"{study}/") for k in methods), study
+    verifier = frontier["verifier"]["name"]
+    for key, method in methods.items():  # one verifier for every contender, an interval on every point
+        assert method["verifier"] in (verifier, "oracle"), key
+        assert method["accuracy_ci"][0] <= method["best_accuracy"] <= method["accuracy_ci"][1], key
     points = pl.read_csv(EXPERIMENT / "plots" / "frontier" / "frontier.csv")
     assert {"always-gpt4", "always-mixtral", "oracle"} <= set(points["method"])
     assert (EXPERIMENT / "dvc.lock").exists()

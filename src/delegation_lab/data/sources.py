@@ -37,8 +37,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return parse_json_lines(text, path)
 
 
-def parse_json_lines(text: str, path: Path) -> list[dict[str, Any]]:
-    """One JSON object per non-blank line; a bad line is named by file and line number."""
+def numbered_json_lines(text: str, path: Path, error: type[InputError] | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every non-blank line; a bad line fails naming file and line number."""
+    error = error or DataError
     rows = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -46,11 +47,16 @@ def parse_json_lines(text: str, path: Path) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
+            raise error(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
         if not isinstance(row, dict):
-            raise DataError(f"{path}: line {lineno}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
+            raise error(f"{path}: line {lineno}: expected a JSON object, got {type(row).__name__}")
+        rows.append((lineno, row))
     return rows
+
+
+def parse_json_lines(text: str, path: Path) -> list[dict[str, Any]]:
+    """One JSON object per non-blank line; a bad line is named by file and line number."""
+    return [row for _, row in numbered_json_lines(text, path)]
 
 
 def _field(row: dict[str, Any], name: str, path: Path, lineno: int) -> Any:

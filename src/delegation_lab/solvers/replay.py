@@ -54,7 +54,7 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.config import PRICE_TODO, LongTableFields, Price, ReplayParams
-from delegation_lab.data.sources import parse_json_lines
+from delegation_lab.data.sources import numbered_json_lines, parse_json_lines
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Generation, Request
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
@@ -435,18 +435,7 @@ def read_answers_parquet(path: Path) -> pl.DataFrame:
 
 def _numbered_json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of every non-blank line; a bad line fails naming file and line."""
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReplayError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
-        if not isinstance(record, dict):
-            raise ReplayError(f"{path}: line {lineno}: expected a JSON object, got {type(record).__name__}")
-        out.append((lineno, record))
-    return out
+    return numbered_json_lines(path.read_text(encoding="utf-8"), path, ReplayError)
 
 
 ROUTERARENA_REQUIRED = ("global_index", "question", "generated_answer")
