@@ -232,3 +232,23 @@ def test_methods_carry_the_fields_metrics():
     assert a["gain_at_best_single"] == 0.0 and a["cost_save"] == 0.0  # the best single solver against itself
     assert m["gain_at_best_single"] < 0 and m["cost_save"] is None  # always-B never reaches A's accuracy
     assert "gain_at_best_single" not in metrics["methods"]["oracle"]
+
+
+def test_frontier_table_command_renders_the_metrics(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from delegation_lab.cli import app
+
+    labeled = _labeled()
+    summaries, outcomes = _study(labeled, DEFAULT_NAME, picks="B")
+    _, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x", outcomes=outcomes)
+    path = tmp_path / "frontier.json"
+    path.write_text(json.dumps({"dataset": "x", "split": "test", "n_items": 200, "verifier": {"name": DEFAULT_NAME}, **metrics}))
+    got = CliRunner().invoke(app, ["frontier-table", str(path), "--kinds", "single,study"])
+    assert got.exit_code == 0, got.output
+    m = metrics["methods"]["s/m"]
+    assert f"| s/m | study | {m['best_accuracy']:.3f} [{m['accuracy_ci'][0]:.3f}, {m['accuracy_ci'][1]:.3f}]" in got.output
+    assert "| always-A | single |" in got.output and "| cascade:" not in got.output  # cascades only as dominators
+    assert CliRunner().invoke(app, ["frontier-table", str(tmp_path / "missing.json")]).exit_code == 1

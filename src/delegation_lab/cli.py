@@ -270,6 +270,46 @@ def route(
         fail(f"route: {e}")
 
 
+@app.command("frontier-table")
+def frontier_table(
+    metrics: Annotated[Path, typer.Argument(help="a frontier metrics file")] = Path("metrics/frontier.json"),
+    kinds: Annotated[str, typer.Option(help="comma-separated kinds to list")] = "single,cascade,study,oracle",
+    out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
+) -> None:
+    """Every method of a frontier metrics file as Markdown: its most accurate point with the 95 %
+    item-level bootstrap intervals, AIQ, the baseline that dominates it, and the paired test against
+    the best single solver at no more cost (what the README's tables are made from)."""
+    import json
+
+    from delegation_lab.runs import markdown_table
+
+    try:
+        summary = json.loads(metrics.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        fail(f"{metrics}: {e}")
+    wanted = set(kinds.split(","))
+
+    def interval(ci: list[float] | None, fmt: str) -> str:
+        return "—" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+    rows = []
+    for name, m in sorted(summary["methods"].items(), key=lambda kv: (-kv[1]["best_accuracy"], kv[1]["best_accuracy_cost_per_item_usd"])):
+        if m["kind"] not in wanted:
+            continue
+        test = m.get("vs_best_single") or {}
+        rows.append({
+            "method": name, "kind": m["kind"], "accuracy": f"{m['best_accuracy']:.3f} {interval(m.get('accuracy_ci'), '.3f')}",
+            "cost / item (US$)": f"{m['best_accuracy_cost_per_item_usd']:.3g} {interval(m.get('cost_ci'), '.3g')}",
+            "AIQ": f"{m['aiq']:.3f}", "dominated by": m.get("dominated_by") or "—",
+            "vs best single (Δ acc, p)": f"{test['against']}: {test['difference']:+.3f}, p={test['p_value']:.2g}" if "p_value" in test else "—",
+        })
+    header = (f"{summary['dataset']}, {summary['split']} split ({summary['n_items']} items), verifier "
+              f"{summary.get('verifier', {}).get('name', '?')}; accuracy and cost at each method's most accurate point, "
+              f"95 % item-level bootstrap intervals.\n\n")
+    emit(header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
+                                        "vs best single (Δ acc, p)"]) + "\n", out)
+
+
 repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
 app.add_typer(repro_app, name="repro")
 
