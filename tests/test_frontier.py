@@ -250,5 +250,5 @@ def test_frontier_table_command_renders_the_metrics(tmp_path):
     assert got.exit_code == 0, got.output
     m = metrics["methods"]["s/m"]
     assert f"| s/m | study | {m['best_accuracy']:.3f} [{m['accuracy_ci'][0]:.3f}, {m['accuracy_ci'][1]:.3f}]" in got.output
-    assert "| always-A | single |" in got.output and "| cascade:" not in got.output  # cascades only as dominators
+    assert "| always-A | single |" in got.output and "\n| cascade:" not in got.output  # cascades only as dominators
     assert CliRunner().invoke(app, ["frontier-table", str(tmp_path / "missing.json")]).exit_code == 1
