@@ -124,3 +124,10 @@ def test_outcomes_table_contract(tmp_path):
         write_outcomes(layout, "s", pl.concat([rows, rows]))
     with pytest.raises(InputError, match="other studies"):
         write_outcomes(layout, "t", rows)
+
+
+def test_unmeasured_rates_say_how_to_configure_them(tmp_path):
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "labels.json").write_text(json.dumps({"agreement": {"all": {"judge_fp_rate": None, "judge_fn_rate": None}}}))
+    with pytest.raises(ConfigError, match="judged no answer.*false_positive_rate and false_negative_rate"):
+        build_verifier(VerifierParams(), tmp_path)

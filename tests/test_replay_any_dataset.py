@@ -42,6 +42,8 @@ def test_full_dag_on_a_replayed_folder(tmp_path):
         for (name, model), p in zip(MODELS.items(), (1.0, 0.25, 0.05), strict=True)
     }
     raw["label"]["judge"]["sample_size"] = 0
+    # nothing is judged, so no judge rates are measured: the shared verifier's rates are configured
+    raw["evaluation"] = {"verifier": {"false_positive_rate": 0.03, "false_negative_rate": 0.03}}
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     run([str(BIN / "dlab"), "params", "check"], project)
     out = run([str(BIN / "dvc"), "repro"], project, timeout=2400).stdout

@@ -126,8 +126,11 @@ def measured_rates(path: Path) -> tuple[float, float]:
     except FileNotFoundError:
         raise ConfigError("params.yaml", [f"{where}: {path} does not exist (run the label stage first, or set "
                                           "evaluation.verifier.false_positive_rate and false_negative_rate)"]) from None
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
-        raise ConfigError("params.yaml", [f"{where}: {path} has no measured agreement.all.judge_fp_rate / judge_fn_rate ({e})"]) from None
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError):
+        raise ConfigError("params.yaml", [
+            f"{where}: {path} has no measured agreement.all.judge_fp_rate / judge_fn_rate (the label stage judged no "
+            "answer, e.g. label.judge.sample_size 0): set evaluation.verifier.false_positive_rate and "
+            "false_negative_rate, or evaluation.verifier.kind gold for an upper-bound run"]) from None
 
 
 def build_verifier(params: VerifierParams, root: Path = Path("."), labels: pl.DataFrame | None = None) -> Verifier:
