@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from delegation_lab.errors import InputError
-from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
 from delegation_lab.stage import StageContext, run_stage
@@ -26,7 +26,8 @@ def evaluate(ctx: StageContext) -> None:
     if reason:  # margent_collect skipped: no trees to evaluate, no summary rows for the frontier
         write_skipped(
             ctx.layout, "margent", reason, extra_metrics={"dataset": ctx.params.data.dataset},
-            tables={"results/summaries/margent.parquet": SUMMARY_SCHEMA}, dirs=["results/trajectories/study=margent"],
+            tables={"results/summaries/margent.parquet": SUMMARY_SCHEMA, "results/outcomes/margent.parquet": OUTCOME_SCHEMA},
+            dirs=["results/trajectories/study=margent"],
             figures=["plots/margent/margent.png"],
             csvs={"plots/margent/operating_points.csv": ["method", "calls", "accuracy"],
                   "plots/margent/rho_seeds.csv": ["rho", "seed", "calls", "accuracy"],

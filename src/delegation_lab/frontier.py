@@ -407,7 +407,8 @@ def _add_field_metrics(frontier: pl.DataFrame, methods: dict, curves: dict[str, 
 
 
 def _pair(lo: float | None, hi: float | None) -> list[float] | None:
-    return None if lo is None or hi is None or np.isnan(lo) else [round(lo, 6), round(hi, 6)]
+    # unrounded: a cost of $3e-5 would lose its interval to six decimals
+    return None if lo is None or hi is None or np.isnan(lo) else [float(lo), float(hi)]
 
 
 def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
