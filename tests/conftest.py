@@ -109,6 +109,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     for report in _run_in_child(item):
         item.ihook.pytest_runtest_logreport(report=report)
+    # the parent never set this item up, but the previous in-process item left its module / class
+    # fixtures for it: tear down what `nextitem` does not share, as pytest's own teardown would
+    item.session._setupstate.teardown_exact(nextitem)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 

@@ -145,7 +145,7 @@ def test_on_routellm_gsm8k_answers_the_learned_policy_beats_always_gpt4_per_doll
     }
     raw["label"]["judge"]["sample_size"] = 0
     # nothing is judged, so no judge rates are measured: the shared verifier's rates are configured
-    raw["evaluation"] = {"verifier": {"false_positive_rate": 0.03, "false_negative_rate": 0.03}}
+    raw["evaluation"]["verifier"].update(false_positive_rate=0.03, false_negative_rate=0.03)
     raw["tracking"] = {"enabled": False}
     raw["coordinator"].update(seeds=3, episodes=120, late_episodes=30,
                               dqn={"learning_starts": 200, "epsilon_decay_steps": 1500, "target_sync": 100},

@@ -43,7 +43,7 @@ def test_full_dag_on_a_replayed_folder(tmp_path):
     }
     raw["label"]["judge"]["sample_size"] = 0
     # nothing is judged, so no judge rates are measured: the shared verifier's rates are configured
-    raw["evaluation"] = {"verifier": {"false_positive_rate": 0.03, "false_negative_rate": 0.03}}
+    raw["evaluation"]["verifier"].update(false_positive_rate=0.03, false_negative_rate=0.03)
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     run([str(BIN / "dlab"), "params", "check"], project)
     out = run([str(BIN / "dvc"), "repro"], project, timeout=2400).stdout
