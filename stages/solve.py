@@ -7,6 +7,7 @@ from delegation_lab.errors import InputError
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.base import configured_secrets, mask_secrets
 from delegation_lab.solvers.cache import AnswerCache
+from delegation_lab.solvers.executor import build_executor
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.tables import read_items, write_json_atomic
 
@@ -30,10 +31,14 @@ def solve(ctx: StageContext) -> None:
     solver = build_solver(name, params)
     cache = AnswerCache(ctx.layout.answers(name), ctx.layout.journal(name))
     requests = [solver.request(item) for item in items]
-    run = cache.fill(
-        solver, requests, retry_errors=ctx.args.retry_errors, batch_size=params.batch_size, progress=ctx.progress,
-        lock_wait_s=ctx.args.lock_wait,
-    )
+    executor = build_executor(name, params)  # a bad executor section fails here, before any request
+    try:
+        run = cache.fill(
+            solver, requests, retry_errors=ctx.args.retry_errors, batch_size=params.batch_size, progress=ctx.progress,
+            lock_wait_s=ctx.args.lock_wait, executor=executor,
+        )
+    finally:
+        executor.close()
     stats = {
         "solver": name,
         "backend": params.backend,
@@ -47,6 +52,11 @@ def solve(ctx: StageContext) -> None:
         "cost_usd_this_run": round(run.cost_usd, 6),
         "seconds": round(run.seconds, 3),
         "items_per_s": round(run.backend_calls / run.seconds, 1) if run.seconds else None,
+        "executor": run.executor,
+        "workers": run.workers,
+        "batches": run.batches,
+        "retries": run.retries,
+        "answers_per_s": round(run.backend_calls / run.seconds, 2) if run.seconds else None,
     }
     write_json_atomic(stats, ctx.layout.root / "metrics" / "solve_runs" / f"{name}.json")
     # rows are masked already; a printed line is masked again because it is the last place a key could reach
@@ -59,6 +69,8 @@ def solve(ctx: StageContext) -> None:
         print(
             f"solve@{name}: {run.backend_calls} sent to {params.backend}, {run.cached} already cached, "
             f"{run.errors} errors, ${run.cost_usd:.4f} spent"
+            + (f"; {run.executor} executor: {run.workers} workers, {run.batches} batches, {run.retries} retries, "
+               f"{stats['answers_per_s']} answers/s" if run.executor != "local" else "")
         )
         if run.errors and not failed:
             print(f"solve@{name}: {run.errors} error rows kept; rerun with --retry-errors. e.g. {examples}")

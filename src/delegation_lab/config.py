@@ -318,6 +318,29 @@ class ReplayParams(ParamsModel):
     for a pickle you trust (a routerbench_pickle is refused without it)."""
 
 
+class ExecutorParams(ParamsModel):
+    kind: Literal["local", "ray"] = "local"
+    """Who calls the backend: `local` = this process; `ray` = an actor pool on a Ray cluster, one backend per
+    worker (`pip install 'delegation-lab[ray]'`). Either way this process alone writes the journal and the cache,
+    with the same request hashes, rows and resume semantics."""
+    address: str | None = None
+    """Ray cluster to join (kind: ray): `auto` (the cluster `ray start` runs on this machine), `HOST:PORT` of a head
+    node's GCS, or `ray://HOST:PORT` (Ray Client); null = the Ray instance this process is connected to, else a new
+    local one sized to the workers."""
+    workers: int = Field(1, ge=1)
+    """Actors in the pool (kind: ray), each holding its own backend (e.g. one vLLM engine per GPU)."""
+    gpus_per_worker: float = Field(0.0, ge=0)
+    """GPUs Ray reserves per actor (vLLM: `vllm.tensor_parallel_size`; 0 for CPU and remote backends)."""
+    cpus_per_worker: float = Field(1.0, gt=0)
+    """CPUs Ray reserves per actor."""
+    batch_size: int = Field(16, ge=1)
+    """Requests per task sent to one actor (kind: ray); a killed run loses at most the tasks in flight
+    (`workers` x 2 of them). The journal still checkpoints every `solvers.<name>.batch_size` answers."""
+    max_batch_retries: int = Field(3, ge=0)
+    """Times a task whose actor died is sent again (Ray restarts the actor); beyond it the run fails, keeping every
+    answer already journaled."""
+
+
 class SolverParams(ParamsModel):
     backend: Literal["simulated", "openai_compat", "vllm", "transformers", "llamacpp", "replay"]
     """Which backend answers; its section below configures it."""
@@ -348,6 +371,8 @@ class SolverParams(ParamsModel):
     """GGUF on CPU through llama-cpp-python (backend: llamacpp)."""
     replay: ReplayParams | None = None
     """Answers from another benchmark's cache (backend: replay)."""
+    executor: ExecutorParams = ExecutorParams()
+    """Where the backend runs: this process, or an actor pool on a Ray cluster (not part of the request hash)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -228,6 +228,25 @@ class Solver:
             generations = self.backend.generate_each(requests, finish)
         else:
             generations = self.backend.generate(requests)
+        return self._finish_all(requests, generations, answers, finish)
+
+    def answers_for(
+        self, requests: list[Request], generations: list[Generation], on_answer: Callable[[Answer], None] | None = None
+    ) -> list[Answer]:
+        """The rows for generations another process's backend made for these requests (a Ray worker): masked,
+        parsed and priced here exactly as `solve_requests` does, so an executor changes who calls the backend,
+        never what a row holds."""
+        secrets = configured_secrets(self.params.openai_compat)
+        answers: list[Answer | None] = [None] * len(requests)
+
+        def finish(i: int, gen: Generation) -> None:
+            answers[i] = self._answer(requests[i], gen, datetime.now(UTC), secrets)
+            if on_answer:
+                on_answer(answers[i])
+
+        return self._finish_all(requests, generations, answers, finish)
+
+    def _finish_all(self, requests, generations, answers, finish) -> list[Answer]:
         if len(generations) != len(requests):
             raise RuntimeError(f"backend of solver {self.name} returned {len(generations)} for {len(requests)} requests")
         self.backend_calls += len(requests)

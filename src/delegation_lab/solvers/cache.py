@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Answer, Request, Solver
+from delegation_lab.solvers.executor import Executor, LocalExecutor
 from delegation_lab.solvers.file_lock import LockHeld, exclusive_lock
 from delegation_lab.tables import ANSWERS_SCHEMA, conform, write_parquet_atomic
 
@@ -57,6 +58,10 @@ class CacheRun:
     error_examples: list[str] = field(default_factory=list)
     answered: int = 0  # requests whose cached answer (old or new) is a success, after the run
     error_rows: int = 0  # requests whose cached answer is an error row, after the run
+    executor: str = "local"
+    workers: int = 1
+    batches: int = 0  # backend tasks finished (one per batch; one for a streaming backend's whole run)
+    retries: int = 0  # tasks sent again because their worker died
 
 
 class CacheLocked(InputError):
@@ -164,11 +169,14 @@ class AnswerCache:
         progress: bool = True,
         on_batch: Callable[[list[Answer]], None] | None = None,
         lock_wait_s: float | None = None,
+        executor: Executor | None = None,
     ) -> CacheRun:
-        """Answer every request not yet cached (and failed ones if retry_errors), under the cache's lock."""
+        """Answer every request not yet cached (and failed ones if retry_errors), under the cache's lock;
+        `executor` says who calls the backend (default: this process)."""
         start = time.perf_counter()
+        executor = executor or LocalExecutor()
         with self.locked(lock_wait_s):
-            run = self._fill(solver, requests, retry_errors, batch_size, progress, on_batch)
+            run = self._fill(solver, requests, retry_errors, batch_size, progress, on_batch, executor)
         run.seconds = time.perf_counter() - start
         return run
 
@@ -180,8 +188,9 @@ class AnswerCache:
         batch_size: int,
         progress: bool,
         on_batch: Callable[[list[Answer]], None] | None,
+        executor: Executor,
     ) -> CacheRun:
-        run = CacheRun(requested=len(requests))
+        run = CacheRun(requested=len(requests), executor=executor.kind, workers=executor.workers)
         have = self.read().select(["item_id", "request_hash", "error"])
         done = {
             (r["item_id"], r["request_hash"])
@@ -197,30 +206,30 @@ class AnswerCache:
             spent[0] += answer.cost_usd
             spent[1] += answer.error is not None
             bar.update(1)
-            bar.set_postfix(spent=f"${spent[0]:.4f}", errors=spent[1], refresh=False)
+            fields = {"spent": f"${spent[0]:.4f}", "errors": spent[1]}
+            if executor.kind != "local":
+                fields.update(workers=executor.workers, batches=executor.batches, retries=executor.retries)
+            bar.set_postfix(fields, refresh=False)
 
         journal = _JournalWriter(self, rows=batch_size, interval_s=JOURNAL_FLUSH_S)
+        seen: set[tuple[str, str]] = set()  # keys answered in this run: a retried batch never writes a row twice
 
         def streamed(answer: Answer) -> None:
+            key = (answer.item_id, answer.request_hash)
+            if key in seen:
+                return
+            seen.add(key)
             journal.add([answer])
             completed(answer)
 
         try:
-            # a streaming backend gets everything at once: its own concurrency bound paces it, and
-            # no batch waits for the slowest item of the one before
-            for batch in [todo] if solver.streams else _batches(todo, batch_size):
-                if solver.streams:
-                    answers = solver.solve_requests(batch, on_answer=streamed)
-                else:
-                    answers = solver.solve_requests(batch)
-                    journal.add(answers)
-                    for a in answers:
-                        completed(a)
+            for answers in executor.run(solver, todo, batch_size, streamed):
                 journal.flush()
-                run.backend_calls += len(batch)
+                run.backend_calls += len(answers)
                 run.errors += sum(a.error is not None for a in answers)
                 run.cost_usd += sum(a.cost_usd for a in answers)
                 run.error_examples += [a.error for a in answers if a.error][: max(0, 5 - len(run.error_examples))]
+                run.batches, run.retries = executor.batches, executor.retries
                 if on_batch:
                     on_batch(answers)
         finally:
@@ -230,11 +239,6 @@ class AnswerCache:
         run.error_rows = current["error"].is_not_null().sum()
         run.answered = current.height - run.error_rows
         return run
-
-
-def _batches(items: list[Request], size: int) -> Iterator[list[Request]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def current_answers(cache_df: pl.DataFrame, requests: list[Request]) -> pl.DataFrame:
