@@ -340,6 +340,29 @@ def repro_check(
     raise typer.Exit(0 if inside == len(checks) else 1)
 
 
+tracking_app = typer.Typer(help="The MLflow store parallel runs share.", no_args_is_help=True)
+app.add_typer(tracking_app, name="tracking")
+
+
+@tracking_app.command("serve")
+def tracking_serve(
+    port: Annotated[int | None, typer.Option(help="default: the port of an http://127.0.0.1:PORT tracking.uri, else 5000")] = None,
+    store: Annotated[str | None, typer.Option(help="sqlite store to serve; default: tracking.uri if sqlite, else sqlite:///mlflow.db")] = None,
+    experiment: Annotated[list[str] | None, typer.Option(help="more experiments to create before workers start")] = None,
+    params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
+) -> None:
+    """An MLflow server over the project's sqlite store on 127.0.0.1, for parallel writers (`dvc queue start -j N`)."""
+    from delegation_lab.tracking_server import serve
+
+    try:
+        params = load_params(params_path)
+        raise typer.Exit(serve(params_path.resolve().parent, params.tracking.uri, port, store, experiment or []))
+    except ConfigError as e:
+        fail(str(e), 2)
+    except InputError as e:
+        fail(f"error: {e}", 1)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app(prog_name="dlab")
 
