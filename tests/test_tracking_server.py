@@ -33,6 +33,9 @@ def test_every_study_of_the_dag_gets_its_experiment():
     assert not any(n.startswith(("solve", "margent_", "prepare")) for n in names)
 
 
+SKILLS = {"skill-a": 2.25, "skill-b": 2.5}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -66,9 +69,9 @@ def test_two_queued_experiments_with_j2_land_in_the_served_store(tmp_path: Path)
     try:
         wait_for(lambda: "experiments ready" in log.read_text() or server.poll() is not None, 240, "the server")
         assert server.poll() is None, log.read_text()
-        for seed in (1, 2):
-            run([dvc, "exp", "run", "--queue", "solve@A", "--name", f"seed{seed}",
-                 "-S", f"solvers.A.simulated.seed={seed}"], project)
+        for name, skill in SKILLS.items():
+            run([dvc, "exp", "run", "--queue", "solve@A", "--name", name, "-S", f"solvers.A.simulated.skill={skill}"],
+                project)
         run([dvc, "queue", "start", "-j", "2"], project)
 
         def finished() -> bool:
@@ -77,7 +80,7 @@ def test_two_queued_experiments_with_j2_land_in_the_served_store(tmp_path: Path)
 
         wait_for(finished, 900, "both queued experiments")
         status = run([dvc, "queue", "status"], project).stdout
-        logs = {name: run([dvc, "queue", "logs", name], project, check=False) for name in ("seed1", "seed2")}
+        logs = {name: run([dvc, "queue", "logs", name], project, check=False) for name in SKILLS}
     finally:
         run([dvc, "queue", "stop", "--kill"], project, check=False)
         server.terminate()
@@ -90,6 +93,6 @@ def test_two_queued_experiments_with_j2_land_in_the_served_store(tmp_path: Path)
     data = client.get_experiment_by_name("data")
     runs = client.search_runs([data.experiment_id], filter_string="tags.stage = 'solve@A'")
     landed = {r.data.tags["dvc_exp_name"]: r for r in runs}
-    assert set(landed) == {"seed1", "seed2"}
-    assert {n: r.data.params["simulated.seed"] for n, r in landed.items()} == {"seed1": "1", "seed2": "2"}
+    assert set(landed) == set(SKILLS)
+    assert {n: float(r.data.params["simulated.skill"]) for n, r in landed.items()} == SKILLS
     assert {r.info.status for r in runs} == {"FINISHED"}
