@@ -132,6 +132,8 @@ class RayExecutor:
             self.ray.get([a.ready.remote() for a in self._actors], timeout=ACTOR_START_TIMEOUT_S)
         except self.ray.exceptions.RayTaskError as e:
             raise InputError(f"solver {self.name}: a Ray worker could not build its backend: {e.cause}") from None
+        except self.ray.exceptions.RayActorError as e:  # its constructor raised (e.g. a package missing on a node)
+            raise InputError(f"solver {self.name}: a Ray worker could not start: {e}") from None
         except self.ray.exceptions.GetTimeoutError:
             raise InputError(f"{self.key}: the {p.workers} workers did not start within {ACTOR_START_TIMEOUT_S:g} s "
                              f"(is the cluster short of resources?)") from None
