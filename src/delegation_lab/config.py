@@ -372,7 +372,8 @@ class SolverParams(ParamsModel):
     replay: ReplayParams | None = None
     """Answers from another benchmark's cache (backend: replay)."""
     executor: ExecutorParams = ExecutorParams()
-    """Where the backend runs: this process, or an actor pool on a Ray cluster (not part of the request hash)."""
+    """Where the backend runs: this process, or an actor pool on a Ray cluster (not part of the request hash). Used by
+    `solve` and the label judge; the studies that ask solvers step by step (margent's LLM team) run them locally."""
 
     @model_validator(mode="before")
     @classmethod

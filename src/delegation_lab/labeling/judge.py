@@ -12,6 +12,7 @@ from delegation_lab.config import JudgeParams
 from delegation_lab.data.items import Item
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, CacheRun, current_answers
+from delegation_lab.solvers.executor import build_executor
 
 JUDGE_NAME = "judge"
 
@@ -41,7 +42,11 @@ def run_judge(
         )
         for r in rows.select(["item_id", "answer_text"]).iter_rows(named=True)
     ]
-    run = cache.fill(judge, requests, batch_size=params.solver.batch_size, progress=progress)
+    executor = build_executor(JUDGE_NAME, params.solver)
+    try:
+        run = cache.fill(judge, requests, batch_size=params.solver.batch_size, progress=progress, executor=executor)
+    finally:
+        executor.close()
     judged = current_answers(cache.read(), requests).select(
         "item_id", "request_hash", "parsed_answer", "tokens_in", "tokens_out", "error"
     )
