@@ -18,6 +18,7 @@ from delegation_lab.credit.report import (
     DATASET,
     curve_tables,
     flat_numbers,
+    long_run_metrics,
     outcome_rows,
     study_metrics,
     summary_rows,
@@ -69,18 +70,25 @@ def credit(ctx: StageContext) -> None:
                     child.log_metrics(_child_metrics(m, s))
                     run_ids[(m.spec.name, seed)] = child.run_id
 
-        study = run_study(params, progress=ctx.progress, on_method=log_method)
+        with ctx.phase("train_and_evaluate"):
+            study = run_study(params, progress=ctx.progress, on_method=log_method)
         t_trained = time.perf_counter()
         metrics = study_metrics(study, ctx.params.evaluation.intervals)
+        if params.long_run.iterations_factor:
+            with ctx.phase("long_run"):
+                metrics["long_run"] = long_run_metrics(params, ctx.params.evaluation.intervals)
+        t_long = time.perf_counter()
         metrics["setup"] = {
             "dataset": DATASET, "methods": params.method_names(), "seeds": study.seeds, "iterations": params.iterations,
             "rollouts_per_batch": params.tasks_per_batch * params.group_size, "group_size": params.group_size,
             "train_tasks": params.train_tasks, "test_tasks": params.test_tasks, "eval_replicates": params.eval_replicates,
             "device": study.device, "torch_threads": params.torch_threads, "credit_estimator": params.credit_estimator,
             "usd_per_mtok": params.usd_per_mtok, "token_cost": params.token_cost,
+            "advantage_normalisation": params.advantage_normalisation, "curve_tasks": params.curve_tasks,
         }
         parent.log_metrics(flat_numbers(metrics))
 
+    t_summaries = time.perf_counter()
     write_summaries(ctx.layout, STUDY, summary_rows(study, run_ids))
     write_outcomes(ctx.layout, STUDY, outcome_rows(study))
     rows = 0
@@ -120,9 +128,11 @@ def credit(ctx: StageContext) -> None:
     plot_p_sweep(tables["p_sweep"], figures / "p_sweep.png")
 
     metrics["timing"] = {"train_and_eval_seconds": round(t_trained - t0, 1), "trajectory_rows": rows,
-                         "trajectories_seconds": round(t_written - t_trained, 1),
+                         "long_run_seconds": round(t_long - t_trained, 1),
+                         "trajectories_seconds": round(t_written - t_summaries, 1),
                          "replay_seconds": round(t_credit - t_written, 1),
                          "total_seconds": round(time.perf_counter() - t0, 1)}
+    ctx.phases.update({"trajectories": round(t_written - t_summaries, 3), "replay": round(t_credit - t_written, 3)})
     write_json_atomic(metrics, ctx.layout.metrics(STUDY))
     _report(metrics, study)
 

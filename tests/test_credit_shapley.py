@@ -259,3 +259,25 @@ def test_masking_the_planner_replays_the_workers_on_the_raw_question():
     # two-player game: each gets half of the synergy minus its own tokens
     assert phi[0] == pytest.approx(0.5 - 0.001) and phi[1] == pytest.approx(0.5 - 0.01)
     assert math.isclose(phi.sum(), v[bit(0) | bit(1)] - v[0])
+
+
+@pytest.mark.parametrize(("workers_per_hop", "token_cost"), [(2, 0.0), (2, 0.01), (1, 0.01)])
+def test_the_closed_form_team_shapley_equals_the_enumeration_of_every_coalition(workers_per_hop, token_cost):
+    from delegation_lab.credit.env import ToolTable, make_draws, make_pool, team_rollouts
+    from delegation_lab.credit.params import EnvParams
+    from delegation_lab.credit.team_shapley import team_shapley
+
+    env = EnvParams(max_workers_per_hop=workers_per_hop)
+    rng = np.random.default_rng(workers_per_hop)
+    pool = make_pool(env, 50, rng)
+    H, K, L = pool.max_hops, workers_per_hop, 400
+    task = rng.integers(0, pool.n, L)
+    n_workers = rng.choice(K + 1, (L, H), p=np.r_[0.1, np.full(K, 0.9 / K)])
+    tool = rng.integers(0, 4, (L, H, K))
+    roll = team_rollouts(env, ToolTable.of(env), pool, task, n_workers, tool, make_draws(rng, (L,), H, K))
+    game = TeamGame(roll, token_cost)
+    exact = shapley(game, "exact").credit
+    np.testing.assert_allclose(team_shapley(game), exact, atol=1e-12)
+    rows = np.array([3, 7, 11])
+    np.testing.assert_allclose(team_shapley(game, rows), exact[rows], atol=1e-12)
+    assert (np.abs(exact) > 0.1).sum() > L // 4  # the rollouts give real, not only token, credit

@@ -20,7 +20,8 @@ from delegation_lab.tables import Layout
 
 from .conftest import BIN, REPO, make_project, run
 
-SMOKE_METHODS = ["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_p0.5"]
+SMOKE_METHODS = ["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
+                 "sharp_team_norm", "sharp_p0.5"]
 
 
 def smoke_params(**credit) -> dict:
@@ -67,6 +68,26 @@ def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
     rows = {r["metric"]: r for r in paper_vs_ours(m)}
     assert rows["sharp.accuracy"]["paper"] == 50.76 and rows["sharp.accuracy"]["ours"] == m["sharp"]["accuracy"]
     assert rows["p_sweep.p=1.tokens_per_task"]["paper"] == 8300.0
+    # the per-seed paired interval beside the bootstrap: the spread of training runs
+    lo, hi = m["gaps"]["sharp_minus_worker_only_seed_ci"]
+    assert lo <= m["gaps"]["sharp_minus_worker_only"] <= hi
+    # leave-one-out training beside exact Shapley, and the normalisation-only control
+    loo = m["loo"]
+    assert loo["accuracy"] == m["sharp_loo"]["accuracy"] and loo["exact_accuracy"] == m["sharp"]["accuracy"]
+    assert loo["minus_exact"] == pytest.approx(loo["accuracy"] - loo["exact_accuracy"])
+    assert loo["minus_exact_ci"][0] <= loo["minus_exact"] <= loo["minus_exact_ci"][1]
+    assert 0 < loo["coalitions_per_batch"] < loo["exact_coalitions_per_batch"]
+    assert loo["credit_abs_error"] > 0 and 0 < loo["credit_same_sign_share"] <= 100
+    norm = m["normalisation_only"]
+    assert norm["agent_minus_team"] == pytest.approx(norm["agent_accuracy"] - norm["team_accuracy"])
+    assert norm["team_accuracy"] == m["sharp_team_norm"]["accuracy"] and "agent_minus_team_seed_ci" in norm
+    # the longer run (smoke: 2 x 12 iterations, 2 seeds)
+    long = m["long_run"]
+    assert long["iterations"] == 24 and long["seeds"] == [0, 1]
+    assert set(long) >= {"broadcast", "no_shapley", "sharp", "sharp_minus_broadcast_ci"}
+    # provenance: the token levels are calibrated inputs; rows not listed are computed
+    assert m["provenance"]["p_sweep.p=1.tokens_per_task"]["kind"] == "calibrated"
+    assert all(v["kind"] in ("calibrated", "setting") and v["why"] for v in m["provenance"].values())
     assert m["replay"]["max_abs_diff_vs_training_code"] < 1e-9
     assert m["replay"]["matched_rows"] == m["replay"]["agent_rows"] > 0
 

@@ -23,7 +23,7 @@ from delegation_lab.credit.env import (
     tool_outcome,
 )
 from delegation_lab.credit.evaluate import accuracy_now, evaluate, make_eval_set
-from delegation_lab.credit.grpo import Trainer, group_normalise, method_spec, train
+from delegation_lab.credit.grpo import Trainer, group_normalise, method_spec, train, train_methods
 from delegation_lab.credit.params import CreditParams, EnvParams
 from delegation_lab.credit.shapley import shapley
 from delegation_lab.credit.study import make_pools
@@ -160,34 +160,59 @@ def test_group_normalise_is_per_group_and_ignores_masked_entries():
     assert (flat == 0).all()  # a group whose rewards are all equal teaches nothing
 
 
-def test_sharp_normalises_each_role_apart_and_broadcast_shares_the_trajectorys_advantage():
+def test_sharp_normalises_per_agent_its_controls_per_role_or_team_and_broadcast_per_trajectory():
     p = small()
     train_pool, _ = make_pools(p)
-    for name in ("sharp", "broadcast"):
+    for name in ("sharp", "sharp_role_norm", "sharp_team_norm", "broadcast"):
         tr = Trainer(method_spec(name, p), p, train_pool, [0, 1], CPU)
         b = tr.collect()
         S, B, G = 2, p.tasks_per_batch, p.group_size
         H, K = tr.H, tr.K
         adv_p = b.decisions[0].advantage.numpy().reshape(S, B, G, H)[..., 0]
-        adv_w = b.decisions[1].advantage.numpy().reshape(S, B, G, H, K)
-        present = b.team.worker_present.reshape(S, B, G, H, K)
-        if name == "sharp":
-            # the planner's G rewards normalised among themselves, the workers' among themselves
-            r_p = b.agent_reward[:, 0].reshape(S, B, G)
-            np.testing.assert_allclose(adv_p, group_normalise(r_p, np.ones_like(r_p, dtype=bool), p.adv_delta), atol=1e-5)
-            for s in range(S):
-                for g in range(B):
-                    if present[s, g].sum() > 1 and np.ptp(b.agent_reward[:, 1:].reshape(S, B, G, H, K)[s, g][present[s, g]]) > 0:
-                        assert adv_w[s, g][present[s, g]].mean() == pytest.approx(0.0, abs=1e-5)
+        adv_w = b.decisions[1].advantage.numpy().reshape(S, B, G, H * K)
+        present = TeamGame(b.team, p.token_cost).present.reshape(S, B, G, -1)
+        adv = np.concatenate([adv_p[..., None], adv_w], axis=-1)  # [S, B, G, slots]
+        r = b.agent_reward.reshape(S, B, G, -1)
+        if name != "broadcast":
             np.testing.assert_allclose(b.agent_reward, np.where(
-                np.concatenate([np.ones((S * B * G, 1), dtype=bool), b.team.worker_present.reshape(S * B * G, -1)], 1),
+                present.reshape(S * B * G, -1),
                 p.alpha * b.correct.reshape(-1)[:, None] + p.beta * b.credit + p.gamma * b.tool_reward, 0.0))
+        if name == "sharp":
+            # each agent slot over the mini-batch's rollouts in which it acts (Appendix C)
+            for s in range(S):
+                for slot in range(present.shape[-1]):
+                    here = present[s, ..., slot]
+                    if here.sum() > 1 and np.ptp(r[s, ..., slot][here]) > 0:
+                        assert adv[s, ..., slot][here].mean() == pytest.approx(0.0, abs=1e-5)
+                        assert adv[s, ..., slot][here].std() == pytest.approx(1.0, abs=1e-3)
+            assert (adv[~present] == 0).all()
+        elif name == "sharp_role_norm":
+            # within the question's group: the planner's G rewards among themselves, the workers' pooled
+            np.testing.assert_allclose(adv_p, group_normalise(r[..., 0], np.ones_like(r[..., 0], dtype=bool),
+                                                              p.adv_delta), atol=1e-5)
+            np.testing.assert_allclose(adv_w, group_normalise(r[..., 1:], present[..., 1:], p.adv_delta), atol=1e-5)
+        elif name == "sharp_team_norm":
+            np.testing.assert_allclose(adv, group_normalise(r, present, p.adv_delta), atol=1e-5)
         else:
             # every agent of a rollout gets the rollout's advantage, and only the global reward counts
-            np.testing.assert_allclose(adv_w, np.where(present, adv_p[..., None, None], adv_w), atol=1e-6)
+            np.testing.assert_allclose(adv_w, np.where(present[..., 1:], adv_p[..., None], adv_w), atol=1e-6)
             np.testing.assert_allclose(adv_p, group_normalise(b.correct.reshape(S, B, G).astype(float),
                                                               np.ones((S, B, G), dtype=bool), p.adv_delta), atol=1e-5)
             assert (b.credit == 0).all() and b.coalitions.sum() == 0
+
+
+def test_methods_batched_in_one_ensemble_train_like_each_alone():
+    p = small(iterations=3)
+    train_pool, _ = make_pools(p)
+    names = ["no_shapley", "sharp_loo", "sharp_p0.5"]
+    together = train_methods([method_spec(n, p) for n in names], p, train_pool, [0, 1], CPU)
+    for name, res in zip(names, together, strict=True):
+        alone = train(method_spec(name, p), p, train_pool, [0, 1], CPU)
+        assert res.spec.name == name
+        np.testing.assert_allclose(res.curves["accuracy"], alone.curves["accuracy"])
+        np.testing.assert_allclose(res.curves["tokens"], alone.curves["tokens"])
+        np.testing.assert_allclose(res.curves["coalitions"], alone.curves["coalitions"])
+    assert not np.allclose(together[0].curves["coalitions"], together[1].curves["coalitions"])
 
 
 def test_p_selects_the_credited_invocations():

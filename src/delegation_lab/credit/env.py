@@ -159,6 +159,30 @@ def worker_features(pool: TaskPool, task: np.ndarray, n_workers: np.ndarray, K: 
     return f
 
 
+def worker_variants(K: int) -> list[tuple[int, int]]:
+    """The (workers on the hop, rank) pairs a worker's features can take: K (K + 1) / 2 of them."""
+    return [(n, r) for n in range(1, K + 1) for r in range(n)]
+
+
+def worker_variant_features(pool: TaskPool, task: np.ndarray, K: int) -> np.ndarray:
+    """[..., H, V, N_FEATURES]: `worker_features` of every (workers on the hop, rank) variant, so the
+    policy runs once per question and variant instead of once per rollout and slot."""
+    base = _features(pool, task, WORKER)
+    variants = worker_variants(K)
+    f = np.repeat(base[..., None, :], len(variants), axis=-2)
+    f[..., 8] = np.array([n / K for n, _ in variants], dtype=np.float32)
+    f[..., 9] = np.array([r / K for _, r in variants], dtype=np.float32)
+    return f
+
+
+def worker_variant_index(n_workers: np.ndarray, K: int) -> np.ndarray:
+    """int [..., H, K]: the variant of each worker slot given the planner's `n_workers` [..., H]
+    (0 for an absent slot, whose decision is masked)."""
+    rank = np.arange(K)
+    index = n_workers[..., None] * (n_workers[..., None] - 1) // 2 + rank
+    return np.where(rank < n_workers[..., None], index, 0)
+
+
 # ------------------------------------------------------------------------------------- rollouts
 
 

@@ -32,6 +32,7 @@ from delegation_lab.credit.env import (
 from delegation_lab.credit.grpo import Trainer
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.shapley import ShapleyResult, shapley
+from delegation_lab.credit.team_shapley import team_shapley
 
 EVAL_STREAM = 7
 
@@ -49,13 +50,14 @@ class EvalSet:
     def n(self) -> int:
         return self.pool.n
 
-    def tasks(self, seeds: int, first_only: bool = False) -> np.ndarray:
+    def tasks(self, seeds: int, first_only: bool = False, limit: int | None = None) -> np.ndarray:
         reps = 1 if first_only else self.replicates
-        return np.tile(np.repeat(np.arange(self.n), reps)[None, :], (seeds, 1))
+        return np.tile(np.repeat(np.arange(self.n)[:limit], reps)[None, :], (seeds, 1))
 
-    def seed_draws(self, seeds: int, first_only: bool = False, actions: bool = False) -> Draws:
+    def seed_draws(self, seeds: int, first_only: bool = False, actions: bool = False, limit: int | None = None) -> Draws:
+        """The draws of every question (or the first `limit`), repeated for `seeds` members."""
         def pick(a: np.ndarray) -> np.ndarray:
-            a = a.reshape(self.n, self.replicates, *a.shape[1:])
+            a = a.reshape(self.n, self.replicates, *a.shape[1:])[:limit]
             a = a[:, :1] if first_only else a
             a = a.reshape(-1, *a.shape[2:])
             return np.concatenate([a] * seeds)
@@ -83,10 +85,11 @@ class EvalResult:
     item_tokens: np.ndarray | None = None  # [S, N] per question: mean tokens over its replicates
 
 
-def accuracy_now(trainer: Trainer, ev: EvalSet) -> np.ndarray:
-    """Held-out accuracy [S] on the first replicate (the stability curves)."""
+def accuracy_now(trainer: Trainer, ev: EvalSet, limit: int | None = None) -> np.ndarray:
+    """Held-out accuracy [S] on the first replicate of the first `limit` questions (the stability curves)."""
     S = trainer.S
-    task, draws, acts = ev.tasks(S, True), ev.seed_draws(S, True), ev.seed_draws(S, True, actions=True)
+    task = ev.tasks(S, True, limit)
+    draws, acts = ev.seed_draws(S, True, limit=limit), ev.seed_draws(S, True, actions=True, limit=limit)
     if trainer.spec.team:
         roll, _, _ = trainer.team_step(ev.pool, task, draws, acts)
         correct, _ = TeamGame(roll, 0.0).full()
@@ -104,7 +107,7 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
     task, draws, acts = ev.tasks(S), ev.seed_draws(S), ev.seed_draws(S, actions=True)
     usd = params.usd_per_mtok / 1e6
     if not trainer.spec.team:
-        roll, _ = trainer.single_step(ev.pool, task, draws, acts)
+        roll, _ = trainer.single_step(ev.pool, task, draws, acts, repeat=R)
         calls = roll.tool_calls()
         ok = (roll.outcome != DISTRACTOR) & ((roll.outcome == EVIDENCE) | roll.recall) | ~roll.hop_present
         without = roll.recall | ~roll.hop_present  # the hop with its call removed
@@ -127,7 +130,7 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
         return EvalResult(per, None, first, None, None, first.correct, first.tokens,
                           *_per_question(roll.correct, roll.tokens, S, N, R))
 
-    roll, _, _ = trainer.team_step(ev.pool, task, draws, acts)
+    roll, _, _ = trainer.team_step(ev.pool, task, draws, acts, repeat=R)
     game0 = TeamGame(roll, 0.0)
     correct, tokens = game0.full()
     loo = shapley(game0, "leave_one_out").credit  # [L, slots]: v(N) - v(N - i) on correctness
@@ -153,10 +156,23 @@ def evaluate(trainer: Trainer, ev: EvalSet, params: CreditParams) -> EvalResult:
     first = TeamRollouts(*(_first(getattr(roll, f), S, N, R) for f in (
         "task", "hop_present", "n_workers", "worker_present", "tool", "recall", "out_focused", "out_raw", "valid",
         "worker_tokens", "planner_tokens")))
-    credit = shapley(TeamGame(first, params.token_cost), "exact")
-    per["planner_credit"] = credit.credit[:, 0].reshape(S, -1).mean(axis=1)
+    game = TeamGame(first, params.token_cost)
+    exact = team_shapley(game)
+    rows = np.arange(first.L)
+    v_empty = game.values(rows, np.zeros((1, 1, game.present.shape[1]), dtype=bool))[:, 0]
+    v_full = game.values(rows, game.present[:, None, :])[:, 0]
+    credit = ShapleyResult(exact, exact, exact, v_full, v_empty, np.full(first.L, "exact"))
+    per["planner_credit"] = exact[:, 0].reshape(S, -1).mean(axis=1)
     wp = first.worker_present.reshape(first.L, -1)
-    per["worker_credit"] = (credit.credit[:, 1:] * wp).reshape(S, -1).sum(axis=1) / np.maximum(wp.reshape(S, -1).sum(axis=1), 1)
+    per["worker_credit"] = (exact[:, 1:] * wp).reshape(S, -1).sum(axis=1) / np.maximum(wp.reshape(S, -1).sum(axis=1), 1)
+    # the paper's leave-one-out estimate beside exact Shapley on the same rollouts (metrics loo.*)
+    loo_credit = shapley(game, "leave_one_out").credit
+    agents = game.present.reshape(S, -1)
+    diff = np.abs(loo_credit - exact).reshape(S, -1)
+    per["loo_abs_error"] = (diff * agents).sum(axis=1) / agents.sum(axis=1)
+    per["loo_planner_credit"] = loo_credit[:, 0].reshape(S, -1).mean(axis=1)
+    same_sign = (np.sign(np.round(loo_credit, 12)) == np.sign(np.round(exact, 12))).reshape(S, -1)
+    per["loo_same_sign_share"] = (same_sign & agents).sum(axis=1) / agents.sum(axis=1)
     loo_first = _first(loo, S, N, R)
     return EvalResult(per, first, None, credit, loo_first, _first(correct, S, N, R), _first(tokens, S, N, R),
                       *_per_question(correct, tokens, S, N, R))
@@ -166,3 +182,26 @@ def _per_question(correct: np.ndarray, tokens: np.ndarray, S: int, n: int, reps:
     """[S * N * R] question-major rollouts -> per seed and question, means over the replicates [S, N]."""
     return (correct.reshape(S, n, reps).astype(np.float64).mean(axis=2),
             tokens.reshape(S, n, reps).astype(np.float64).mean(axis=2))
+
+
+def split_by_method(result: EvalResult, methods: int, seeds: int, n: int) -> list[EvalResult]:
+    """An evaluation of a trainer of `methods` x `seeds` members -> one result per method (its seeds)."""
+    out = []
+    for j in range(methods):
+        members = slice(j * seeds, (j + 1) * seeds)
+        rows = slice(j * seeds * n, (j + 1) * seeds * n)  # first-replicate rollouts, member-major
+
+        def take(x):
+            return None if x is None else x[rows]
+
+        team = None if result.team is None else TeamRollouts(*(getattr(result.team, f)[rows]
+                                                               for f in TeamRollouts.__dataclass_fields__))
+        single = None if result.single is None else SingleRollouts(*(getattr(result.single, f)[rows]
+                                                                     for f in SingleRollouts.__dataclass_fields__))
+        credit = None if result.credit is None else ShapleyResult(
+            *(getattr(result.credit, f)[rows] for f in ("credit", "ci_low", "ci_high", "v_full", "v_empty", "estimator")))
+        out.append(EvalResult({k: v[members] for k, v in result.per_seed.items()}, team, single, credit,
+                              take(result.loo), take(result.correct), take(result.tokens),
+                              None if result.item_correct is None else result.item_correct[members],
+                              None if result.item_tokens is None else result.item_tokens[members]))
+    return out

@@ -12,7 +12,12 @@ from pydantic import Field, field_validator, model_validator
 from delegation_lab.credit.shapley import EXACT_MAX_AGENTS
 from delegation_lab.params_model import ParamsModel
 
-BASE_METHODS = ("single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp")
+BASE_METHODS = ("single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
+                "sharp_team_norm", "sharp_role_norm")
+DEFAULT_METHODS = ["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
+                   "sharp_team_norm"]
+MethodName = Literal["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
+                     "sharp_team_norm", "sharp_role_norm"]
 
 
 class ToolSpec(ParamsModel):
@@ -103,12 +108,26 @@ class TrajectoryParams(ParamsModel):
     """Also write the training rollouts of every k-th iteration (0 = none)."""
     train_tasks: int = Field(4, ge=1)
     """... of its first tasks (each with its group of G rollouts)."""
+    seeds: int | None = Field(2, ge=1)
+    """Write trajectories of the first k seeds of each method only (null = every seed): the rows are the
+    stage's slowest output, and a few seeds show what the policies do."""
+
+
+class LongRunParams(ParamsModel):
+    iterations_factor: int = Field(0, ge=0)
+    """Train this many times `iterations` inside the stage, reported under `long_run.*` (0 = not in the stage:
+    it would double its CPU time; `python -m delegation_lab.credit.long_run` runs it 3x by default and writes
+    metrics/credit_long_run.json with the run's provenance)."""
+    methods: list[MethodName] = ["broadcast", "no_shapley", "sharp"]
+    """Methods of the long run (each trained again from scratch, same seeds' questions and draws)."""
+    seeds: int = Field(3, ge=1)
+    """Seeds of the long run (first_seed .. first_seed + seeds - 1)."""
 
 
 class CreditParams(ParamsModel):
-    methods: list[Literal["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp"]] = list(BASE_METHODS)
-    """single agent (GRPO); broadcast = multi-agent with the global reward only, trajectory-level advantages (MATPO-like); no_shapley = SHARP without the Shapley term (beta = 0, the p = 0 point); planner_only / worker_only = Shapley credit for one role; sharp = the full method."""
-    p_sweep: list[float] = [0.25, 0.5, 0.75]
+    methods: list[MethodName] = DEFAULT_METHODS
+    """single agent (GRPO); broadcast = multi-agent with the global reward only, trajectory-level advantages (MATPO-like); no_shapley = SHARP without the Shapley term (beta = 0, the p = 0 point); planner_only / worker_only = Shapley credit for one role; sharp = the full method; sharp_loo = SHARP trained with the paper's leave-one-out credit instead of exact Shapley (metrics `loo.*`); sharp_team_norm / sharp_role_norm = SHARP's reward with advantages normalised over every agent of the group pooled / per role (planner; workers pooled) instead of per agent (metrics `normalisation_only.*`)."""
+    p_sweep: list[float] = [0.5]
     """Fractions of agent invocations that get Shapley credit (the others get 0, no counterfactuals); p = 0 is no_shapley and p = 1 is sharp, so they are not trained twice."""
     alpha: float = Field(0.9, ge=0)
     """Weight of the global (broadcast) accuracy reward."""
@@ -119,8 +138,10 @@ class CreditParams(ParamsModel):
     token_cost: float = Field(0.01, ge=0)
     """Reward per 1k tokens subtracted inside the credit game's value v(S) = correct(S) - token_cost x tokens(S) / 1000, so a call that helps nobody earns negative credit."""
     credit_estimator: Literal["exact", "leave_one_out"] = "exact"
-    """Training credit: exact Shapley over all coalitions, or the one-agent ablation phi_i = v(N) - v(N - i)."""
-    seeds: int = Field(5, ge=1)
+    """Training credit of the SHARP family (all but sharp_loo, which always uses leave-one-out): exact Shapley over all coalitions, or the one-agent ablation phi_i = v(N) - v(N - i)."""
+    advantage_normalisation: Literal["agent", "agent_group", "role"] = "agent"
+    """Advantage statistics of the SHARP family (all but the sharp_*_norm controls): `agent` = each agent's own mean and std over the mini-batch's rollouts in which it acts (the paper's: §4.4 "each agent's mean and standard deviation across sampled trajectories", Appendix C "estimated across each mini-batch"; an agent = the planner or worker r of hop h); `agent_group` = each agent's within its question's group of G (collapses here: with delta = 1e-6 it blows a worker's token-cost differences up to unit advantages on questions every rollout fails); `role` = within the question's group, the planner apart and the workers pooled (this study's earlier choice)."""
+    seeds: int = Field(8, ge=1)
     """Independent runs per method (seeds first_seed .. first_seed + seeds - 1), trained batched in one network ensemble."""
     first_seed: int = Field(0, ge=0)
     """First seed."""
@@ -151,7 +172,10 @@ class CreditParams(ParamsModel):
     eval_replicates: int = Field(4, ge=1)
     """Tool-outcome draws per held-out question (common to every method and seed)."""
     eval_every: int = Field(20, ge=1)
-    """Greedy held-out accuracy (first replicate) every k iterations, for the stability curves."""
+    """Held-out accuracy (first replicate) every k iterations, for the stability curves."""
+    curve_tasks: int | None = Field(500, ge=1)
+    """... on the first k held-out questions (null = all): the curves' checkpoints are the stage's
+    largest evaluation cost, and the final evaluation uses every question and replicate anyway."""
     data_seed: int = Field(0, ge=0)
     """Seed of the question pools and of the held-out tool outcomes."""
     usd_per_mtok: float = Field(0.2, ge=0)
@@ -162,6 +186,8 @@ class CreditParams(ParamsModel):
     """torch.set_num_threads while training (small matmuls run best on one thread); null = torch's default."""
     trajectories: TrajectoryParams = TrajectoryParams()
     """Which rollouts become trajectory rows."""
+    long_run: LongRunParams = LongRunParams()
+    """A second, longer training of a few methods (the learning-speed question)."""
 
     @field_validator("methods")
     @classmethod

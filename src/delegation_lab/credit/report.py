@@ -20,6 +20,7 @@ import polars as pl
 
 from delegation_lab.credit.env import OUTCOME_NAMES, TOOL_NAMES, SingleRollouts, TeamGame, TeamRollouts, ToolTable
 from delegation_lab.credit.grpo import method_p
+from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.study import MethodOutcome, StudyOutcome
 from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
 from delegation_lab.evaluation.params import IntervalParams
@@ -48,7 +49,7 @@ PAPER_GAPS = {"sharp_minus_no_shapley": 3.76, "sharp_minus_planner_only": 3.16, 
 PAPER_P_SWEEP = {"p=0": {"accuracy": 47.00, "tokens_per_task": 9100.0},
                  "p=1": {"accuracy": 50.76, "tokens_per_task": 8300.0},
                  "batch_seconds_ratio_p1_vs_p0": 1345.0 / 684.0}
-PCT = ("accuracy", "useful_share", "harmful_share", "redundant_share", "delegated_hop_share")
+PCT = ("accuracy", "useful_share", "harmful_share", "redundant_share", "delegated_hop_share", "loo_same_sign_share")
 
 
 def _ms(x: np.ndarray, scale: float = 1.0) -> tuple[float, float]:
@@ -118,17 +119,16 @@ def study_metrics(study: StudyOutcome, intervals: IntervalParams | None = None) 
     # gaps in accuracy points (the ablation figure's differences)
     gaps: dict[str, Any] = {}
     if "sharp" in metrics:
-        sharp = study.get("sharp")
         for other in ("no_shapley", "planner_only", "worker_only", "single", "broadcast"):
             if other in metrics:
-                gaps[f"sharp_minus_{other}"] = metrics["sharp"]["accuracy"] - metrics[other]["accuracy"]
-                rival = study.get(other)
-                if sharp.eval.item_correct is not None and rival.eval.item_correct is not None:
-                    test = paired_bootstrap(boot, sharp.eval.item_correct, rival.eval.item_correct)  # same questions and seeds
-                    gaps[f"sharp_minus_{other}_ci"] = [100 * test["ci_low"], 100 * test["ci_high"]]
-                    gaps[f"sharp_minus_{other}_p_value"] = test["p_value"]
+                gaps.update(paired_gap(study, "sharp", other, boot, f"sharp_minus_{other}"))
         gaps["paper"] = {k: v for k, v in PAPER_GAPS.items() if k in gaps}
     metrics["gaps"] = gaps
+    if "sharp" in metrics and "sharp_loo" in metrics:
+        metrics["loo"] = loo_metrics(study, boot, metrics)
+    if "sharp" in metrics and any(m in metrics for m in ("sharp_team_norm", "sharp_role_norm")):
+        metrics["normalisation_only"] = normalisation_metrics(study, boot, metrics)
+    metrics["provenance"] = PROVENANCE
     # the p-sweep: no_shapley is p = 0, sharp is p = 1
     sweep: dict[str, Any] = {}
     for m in study.methods:
@@ -146,6 +146,93 @@ def study_metrics(study: StudyOutcome, intervals: IntervalParams | None = None) 
     sweep["paper"] = {k: v for k, v in PAPER_P_SWEEP.items() if k in sweep}
     metrics["p_sweep"] = sweep
     return metrics
+
+
+def paired_gap(study: StudyOutcome, a: str, b: str, boot: ItemBootstrap, key: str) -> dict[str, Any]:
+    """Accuracy of `a` minus `b` in points, both tests paired on the same seeds (and questions):
+    `key` the difference, `key_ci` / `key_p_value` the item-and-seed bootstrap (`paired_bootstrap`),
+    `key_seed_ci` a t interval over the per-seed differences (`seed_interval`: the spread of training runs)."""
+    ma, mb = study.get(a), study.get(b)
+    acc_a, acc_b = ma.eval.per_seed["accuracy"], mb.eval.per_seed["accuracy"]
+    out: dict[str, Any] = {key: float(100 * (acc_a.mean() - acc_b.mean()))}
+    if ma.eval.item_correct is not None and mb.eval.item_correct is not None:
+        test = paired_bootstrap(boot, ma.eval.item_correct, mb.eval.item_correct)
+        out[f"{key}_ci"] = [100 * test["ci_low"], 100 * test["ci_high"]]
+        out[f"{key}_p_value"] = test["p_value"]
+    per_seed = seed_interval(100 * (acc_a - acc_b))
+    out[f"{key}_seed_ci"] = [per_seed["low"], per_seed["high"]]
+    out[f"{key}_seeds_positive"] = int((acc_a > acc_b).sum())
+    return out
+
+
+def loo_metrics(study: StudyOutcome, boot: ItemBootstrap, metrics: dict[str, Any]) -> dict[str, Any]:
+    """SHARP trained with the paper's leave-one-out credit beside exact Shapley (`loo.*`)."""
+    loo, exact = metrics["sharp_loo"], metrics["sharp"]
+    per = study.get("sharp").eval.per_seed
+    out: dict[str, Any] = {
+        "accuracy": loo["accuracy"], "accuracy_ci": loo.get("accuracy_ci"), "accuracy_std": loo["accuracy_std"],
+        "exact_accuracy": exact["accuracy"], "exact_accuracy_ci": exact.get("accuracy_ci"),
+        "tokens_per_task": loo["tokens_per_task"], "exact_tokens_per_task": exact["tokens_per_task"],
+        "coalitions_per_batch": loo["train"]["coalitions_per_batch"],
+        "exact_coalitions_per_batch": exact["train"]["coalitions_per_batch"],
+        # on exact-SHARP's held-out rollouts: how far the one-agent ablation is from the Shapley value
+        "credit_abs_error": float(per["loo_abs_error"].mean()),
+        "credit_same_sign_share": float(100 * per["loo_same_sign_share"].mean()),
+        "planner_credit": float(per["loo_planner_credit"].mean()), "exact_planner_credit": exact["planner_credit"],
+    }
+    out.update(paired_gap(study, "sharp_loo", "sharp", boot, "minus_exact"))
+    if "no_shapley" in metrics:
+        out.update(paired_gap(study, "sharp_loo", "no_shapley", boot, "minus_no_shapley"))
+    return out
+
+
+def normalisation_metrics(study: StudyOutcome, boot: ItemBootstrap, metrics: dict[str, Any]) -> dict[str, Any]:
+    """SHARP's reward with per-agent advantages vs the same reward pooled (`normalisation_only.*`)."""
+    out: dict[str, Any] = {"agent_accuracy": metrics["sharp"]["accuracy"],
+                           "agent_accuracy_ci": metrics["sharp"].get("accuracy_ci")}
+    for name, label in (("sharp_team_norm", "team"), ("sharp_role_norm", "role")):
+        if name in metrics:
+            out[f"{label}_accuracy"] = metrics[name]["accuracy"]
+            out[f"{label}_accuracy_ci"] = metrics[name].get("accuracy_ci")
+            out[f"{label}_tokens_per_task"] = metrics[name]["tokens_per_task"]
+            out.update(paired_gap(study, "sharp", name, boot, f"agent_minus_{label}"))
+    return out
+
+
+# Rows of the paper-vs-ours table that are not outcomes of the method (the rest are `computed`).
+PROVENANCE: dict[str, dict[str, str]] = {
+    "p_sweep.p=0.tokens_per_task": {
+        "kind": "calibrated",
+        "why": "the tool and planner token counts (credit.env.tools.*.tokens, planner_tokens*) are our inputs, "
+               "sized to the paper's ~9k tokens per question; only the change with p is an outcome"},
+    "p_sweep.p=1.tokens_per_task": {
+        "kind": "calibrated",
+        "why": "the same token counts set the level; only the change from p = 0 is an outcome"},
+}
+
+
+def long_run_metrics(params: CreditParams, intervals: IntervalParams | None = None) -> dict[str, Any]:
+    """`long_run.*`: a few methods trained `long_run.iterations_factor` times longer (fresh networks, the
+    same seeds' streams), each one's held-out accuracy with intervals and SHARP's paired gaps."""
+    from delegation_lab.credit.study import run_study
+
+    lr = params.long_run
+    long = params.model_copy(update={"iterations": params.iterations * lr.iterations_factor, "seeds": lr.seeds,
+                                     "methods": list(lr.methods), "p_sweep": []})
+    study = run_study(long, log=lambda line: print(f"credit long run: {line.removeprefix('credit: ')}"))
+    iv = intervals or IntervalParams()
+    boot = ItemBootstrap(study.eval_set.n, iv.resamples, iv.confidence, iv.seed)
+    out: dict[str, Any] = {"iterations": long.iterations, "seeds": study.seeds}
+    for m in study.methods:
+        block = method_metrics(m, max(1, long.iterations // 10), boot, long.usd_per_mtok / 1e6)
+        out[m.spec.name] = {k: block[k] for k in ("accuracy", "accuracy_std", "accuracy_ci", "tokens_per_task",
+                                                  "useful_share", "harmful_share") if k in block}
+        out[m.spec.name]["final_accuracy_seed_ci"] = block["stability"]["final_accuracy_ci"]
+    if study.get("sharp") is not None:
+        for m in study.methods:
+            if m.spec.name != "sharp":
+                out.update(paired_gap(study, "sharp", m.spec.name, boot, f"sharp_minus_{m.spec.name}"))
+    return out
 
 
 def flat_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
@@ -324,7 +411,7 @@ def test_frames(m: MethodOutcome, study: StudyOutcome) -> list[tuple[int, pl.Dat
     N = study.eval_set.n
     out = []
     e = m.eval
-    for s, seed in enumerate(m.train.seeds):
+    for s, seed in enumerate(m.train.seeds[:p.trajectories.seeds]):
         sl = slice(s * N, (s + 1) * N)
         if m.spec.team:
             roll = _slice_team(e.team, sl)
@@ -348,9 +435,10 @@ def train_frames(m: MethodOutcome, study: StudyOutcome) -> list[tuple[int, pl.Da
     G = p.group_size
     keep = p.trajectories.train_tasks * G
     per_seed = p.tasks_per_batch * G
-    out: dict[int, list[pl.DataFrame]] = {seed: [] for seed in m.train.seeds}
+    seeds = m.train.seeds[:p.trajectories.seeds]
+    out: dict[int, list[pl.DataFrame]] = {seed: [] for seed in seeds}
     for it, batch in m.train.train_samples:
-        for s, seed in enumerate(m.train.seeds):
+        for s, seed in enumerate(seeds):
             idx = np.arange(s * per_seed, s * per_seed + min(keep, per_seed))
             episode = np.full(len(idx), it, dtype=np.int64)
             rollout = np.arange(len(idx), dtype=np.int64)

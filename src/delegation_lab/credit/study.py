@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from delegation_lab.credit.env import TaskPool, make_pool
-from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, evaluate, make_eval_set
-from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train
+from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, evaluate, make_eval_set, split_by_method
+from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train_methods
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.evaluation.statistics import mean_and_std
 from delegation_lab.torch_runtime import resolve_device, torch_threads
@@ -57,21 +57,30 @@ def run_study(params: CreditParams, progress: bool = False, log: Callable[[str],
     train_pool, test_pool = make_pools(params)
     ev = make_eval_set(params, test_pool)
     outcomes: list[MethodOutcome] = []
+    names = params.method_names()
+    specs = [method_spec(name, params) for name in names]
+    # the team methods train together in one ensemble (their rollouts have one shape), the single agent apart
+    groups = [g for g in ([s for s in specs if not s.team], [s for s in specs if s.team]) if g]
     with torch_threads(params.torch_threads):
-        for name in params.method_names():
-            spec = method_spec(name, params)
+        for group in groups:
             t0 = time.perf_counter()
-            update, close = _bar(progress, params.iterations, name)
-            result = train(spec, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev), update)
+            label = ", ".join(s.name for s in group)
+            update, close = _bar(progress, params.iterations, label if len(group) == 1 else f"{len(group)} team methods")
+            results = train_methods(group, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev, params.curve_tasks), update)
             close()
-            evaluation = evaluate(result.trainer, ev, params)
-            outcome = MethodOutcome(spec, result, evaluation, time.perf_counter() - t0)
-            outcomes.append(outcome)
-            acc = evaluation.per_seed["accuracy"]
-            log(f"credit: {name}: held-out accuracy {100 * acc.mean():.2f} ± {100 * mean_and_std(acc)[1]:.2f} % (std over seeds), "
-                f"{evaluation.per_seed['tokens_per_task'].mean():.0f} tokens / question, {outcome.seconds:.1f} s")
-            if on_method is not None:
-                on_method(outcome)
+            evaluations = split_by_method(evaluate(results[0].trainer, ev, params), len(group), len(seeds), ev.n)
+            seconds = (time.perf_counter() - t0) / len(group)
+            for result, evaluation in zip(results, evaluations, strict=True):
+                outcome = MethodOutcome(result.spec, result, evaluation, seconds)
+                outcomes.append(outcome)
+                acc = evaluation.per_seed["accuracy"]
+                log(f"credit: {result.spec.name}: held-out accuracy {100 * acc.mean():.2f} ± "
+                    f"{100 * mean_and_std(acc)[1]:.2f} % (std over seeds), "
+                    f"{evaluation.per_seed['tokens_per_task'].mean():.0f} tokens / question")
+                if on_method is not None:
+                    on_method(outcome)
+    order = {name: i for i, name in enumerate(names)}
+    outcomes.sort(key=lambda m: order[m.spec.name])
     return StudyOutcome(params, seeds, train_pool, ev, outcomes, str(device))
 
 
