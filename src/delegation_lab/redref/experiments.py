@@ -165,7 +165,9 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
         methods["random_single"] = setup_for(params, "random", verdict="single")
     if p.task_conditional:  # our variant: one Beta per agent x domain instead of a kernel-seeded one per agent
         methods["redref_task_conditional"] = setup_for(params, "thompson", "reset", beliefs="agent_domain")
-    outcomes = {m: run_sequences(world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]))
+    variants = {"redref_single", "random_single", "redref_task_conditional"}  # metrics only: no step log (time budget)
+    outcomes = {m: run_sequences(world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]),
+                                 log_steps=m not in variants)
                 for k, (m, s) in enumerate(methods.items())}
     if p.ablations:  # the same loop with an oracle kernel: Jaccard overlap of the tasks' domain sets
         r = world.pool.required.astype(float)

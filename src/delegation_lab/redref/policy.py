@@ -36,7 +36,9 @@ def sample_domain_scores(alpha: np.ndarray, beta: np.ndarray, target: np.ndarray
     target [B, K] the parts the critique asks for. Draws theta_hat ~ Beta per (agent, domain) pair;
     an agent's score is its best pair among the targets (-inf while cooling). Returns the scores
     [B, N] and each agent's best domain [B, N] (where a judged call's y is credited)."""
-    theta = np.where(target[:, None, :], rng.beta(alpha, beta), -np.inf)
+    drawn = np.broadcast_to(target[:, None, :], alpha.shape)
+    theta = np.full(alpha.shape, -np.inf)
+    theta[drawn] = rng.beta(alpha[drawn], beta[drawn])  # only the pairs that can be delegated
     domain = theta.argmax(axis=-1)
     best = np.take_along_axis(theta, domain[..., None], axis=-1)[..., 0]
     return np.where(cool > 0, -np.inf, best), domain
