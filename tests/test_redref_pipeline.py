@@ -44,7 +44,7 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
             assert block[f"{key}_ci"][0] <= block[key] <= block[f"{key}_ci"][1]
         assert 0 <= block["success_redref"] <= 100
     assert rq1["paper"]["calls_ratio"] == 0.83 and metrics["rq3"]["paper"]["belief_decline_pct"] == -34.29
-    assert metrics["provenance"]["judge.calibration.false_positive_rate"]["kind"] == "setting"
+    assert metrics["provenance"]["judge.calibration.examples"]["kind"] == "setting"
     assert metrics["provenance"]["rq2.belief_start"]["kind"] == "setting"
     assert metrics["embedding"]["backend"].startswith("hashing")
     assert metrics["protocol"]["tasks"] == 4 and metrics["judge"]["calibration"]["n"] == 80

@@ -114,7 +114,9 @@ class BatchedIQL:
         self.rows = np.arange(self.S)
         self.lr = params.learning_rate
         self.draws = 1 + max(self.cols)
-        self.rngs = [np.random.default_rng(s) for s in self.seeds]
+        # rows of one seed draw the same numbers (one generator per seed), so each seed draws once per episode
+        distinct, self.seed_row = np.unique(np.array(self.seeds), return_inverse=True)
+        self.rngs = [np.random.default_rng(int(s)) for s in distinct]
 
     def _all_balances(self) -> np.ndarray:
         """(n_bal, 2, K) every balance pair, in the order of `state`."""
@@ -168,7 +170,7 @@ class BatchedIQL:
 
     def episode(self, eps: float, learn: bool, log: EpisodeLog, e: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         g, S = self.game, self.S
-        u = np.stack([rng.random((self.T, 2, self.draws)) for rng in self.rngs])  # (S, T, agent, draw)
+        u = np.stack([rng.random((self.T, 2, self.draws)) for rng in self.rngs])[self.seed_row]  # (S, T, agent, draw)
         balances = np.broadcast_to(g.initial_balance, (S, 2, g.dims)).copy()
         ret, helps, pays = np.zeros((S, 2)), np.zeros((S, 2)), np.zeros((S, 2))
         pending: list = [None, None]  # per agent: (row, action, reward) awaiting its next decision row

@@ -54,9 +54,7 @@ PAPER_JUDGE = {"examples": 200}  # §3.2 / A.3.4: the judge is calibrated on ~20
 PROVENANCE = {
     "rq2.belief_start": {"kind": "setting", "why": "the uniform prior alpha0 = beta0 = 1 read back: no task has been seen yet"},
     "rq3.contributions_impaired": {"kind": "setting", "why": "the impaired agent's competence is set to 0, so it cannot contribute by construction"},
-    "judge.calibration.examples": {"kind": "setting", "why": "redref.judge.calibration_size, set to the paper's ~200"},
-    "judge.calibration.false_positive_rate": {"kind": "setting", "why": "the simulated judge's injected FP rate (redref.judge.noise) estimated back"},
-    "judge.calibration.false_negative_rate": {"kind": "setting", "why": "the simulated judge's injected FN rate (redref.judge.noise) estimated back"},
+    "judge.calibration.examples": {"kind": "setting", "why": "redref.judge.calibration_size, set to the paper's ~200; the FP / FN rates estimated on them recover the injected redref.judge.noise (no paper figure, so no row)"},
 }
 
 
