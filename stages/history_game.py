@@ -4,13 +4,17 @@ with virtual money transfer (§2.4, §3.3), 20 seeds batched."""
 
 import time
 
-from delegation_lab.games.iql import train_iql
 from delegation_lab.games.report import solution_json
 from delegation_lab.games.study import (
     CONDITIONS,
     METHOD,
     PAPER_MONEY,
+    PROVENANCE,
     MoneyRun,
+    blocks_for,
+    history_learner_metrics,
+    sweep_metrics,
+    train_blocks,
     curve_frame,
     equilibria_frame,
     equilibria_metrics,
@@ -45,15 +49,18 @@ def history_game(ctx: StageContext) -> None:
     runs: dict[str, MoneyRun] = {}
     confidence = ctx.params.evaluation.intervals.confidence
     t0 = time.perf_counter()
+    batches = {}
     for condition, game in envs.items():
         bar = None
         if ctx.progress:
             from tqdm import tqdm
 
             bar = tqdm(total=params.iql.episodes, desc=f"IQL {condition}", unit="ep", mininterval=1.0)
-        result = train_iql(game, params.iql, progress=(lambda e, b=bar: b.update(1)) if bar else None)
+        blocks = blocks_for(params, CONDITIONS[condition])  # the reported learner, the gamma sweep, history-aware learners
+        batches[condition] = train_blocks(game, params, blocks, progress=(lambda e, b=bar: b.update(1)) if bar else None)
         if bar:
             bar.close()
+        result = batches[condition][blocks[0]]
         runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window, confidence), curve_frame(result))
     t_iql = time.perf_counter() - t0
     frames = {c: trajectory_frames(r.result, params.trajectory_every) for c, r in runs.items()}
@@ -62,9 +69,12 @@ def history_game(ctx: StageContext) -> None:
         # its own environment: the game specs and the help game, whatever data.dataset is
         "dataset": "own (game specs and the alternating help game; data.dataset not used)",
         "equilibria": {name: equilibria_metrics(sol) for name, sol in solutions.items()},
-        "money": {**{c: r.metrics for c, r in runs.items()}, "paper": PAPER_MONEY},
+        "money": {**{c: r.metrics for c, r in runs.items()}, "gamma_sweep": sweep_metrics(batches, confidence), "paper": PAPER_MONEY},
         "timing": {"solve_s": round(t_solve, 3), "iql_s": round(t_iql, 3)},
     }
+    if params.history_learner.enabled:
+        metrics["history_learner"] = history_learner_metrics(envs["no_transfer"], params, batches["no_transfer"], confidence)
+    metrics["provenance"] = dict(PROVENANCE)  # the rows of paper vs ours that are not plain outcomes
     for name, sol in solutions.items():
         write_json_atomic(solution_json(sol), results_dir / f"{name}.json")
     plots = ctx.layout.plots(STUDY)

@@ -80,6 +80,10 @@ def redref(ctx: StageContext) -> None:
     metrics.update({"rq1": rq1, "rq2": rq2, "rq3": rq3, "judge_noise": noise, "protocol": protocol})
     print(f"redref: RQ1 tokens {rq1['tokens_ratio']:.3f}x calls {rq1['calls_ratio']:.3f}x time {rq1['time_ratio']:.3f}x; "
           f"success {rq1['success_redref']:.2f} % vs {rq1['success_random']:.2f} % (random)")
+    for name in ("single_verdict", "task_conditional"):
+        if name in rq1:
+            print(f"redref: RQ1 {name}: calls {rq1[name]['calls_ratio']:.3f}x tokens {rq1[name]['tokens_ratio']:.3f}x random; "
+                  f"success {rq1[name]['success_redref']:.2f} %")
 
     cached_out, summary_rows, points = {}, [], []
     cached_outcomes = pl.DataFrame(schema=OUTCOME_SCHEMA)
@@ -188,6 +192,7 @@ def redref(ctx: StageContext) -> None:
             plots.write_all(folder, {"cached_frontier": plots.cached_frame([])})
             plots.plot_cached(plots.cached_frame([]), {}, folder / "cached_frontier.png")
         phases.done("plots")
+        metrics["provenance"] = ex.provenance(metrics)
         metrics["runtime_s"] = {**phases.seconds, "total": round(time.perf_counter() - phases.start, 1)}
         write_json_atomic(metrics, layout.metrics(STUDY))
         run.log_artifacts(folder, "plots")

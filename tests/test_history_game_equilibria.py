@@ -55,6 +55,14 @@ def test_motivating_example_reproduces_the_papers_sets_exactly():
     assert [c.selectors for c in sol.history.costs if c.step == 1] == [256]
 
 
+def test_longer_builtins_no_reciprocity_in_the_help_game_and_history_only_reciprocity_before_a_coordination_finale():
+    help6 = solve(load_game("help_game_6"), favour="B")  # 6 steps: backward induction from a unique stage equilibrium
+    assert help6.game.horizon == 6 and help6.history.values() == help6.markov.values() == [(0, 0)]
+    finale = solve(load_game("reciprocity_finale"), favour="B")
+    assert finale.history.values() == [(1, 1), (4, 8), (5, 5), (7, 7), (8, 4)]
+    assert finale.markov.values() == [(1, 1), (5, 5)]  # mutual help (7, 7) needs a history-dependent finale
+
+
 def test_favoured_profile_rewards_A_for_its_costly_first_action():
     game = load_game("motivating_example")
     sol = solve(game, favour="B")

@@ -16,7 +16,7 @@ from delegation_lab.errors import ConfigError
 from delegation_lab.games.help_game import NULL, YES, HelpGame, MoneyHelpEnv
 from delegation_lab.games.iql import BatchedIQL, pick, train_iql
 from delegation_lab.games.params import HelpGameParams, IQLParams, MoneyParams
-from delegation_lab.games.study import money_metrics
+from delegation_lab.games.study import Block, greedy_answers, history_learner_metrics, money_metrics, sweep_metrics
 
 from .conftest import REPO
 
@@ -156,6 +156,59 @@ def test_seeds_are_independent_of_the_batch():
     np.testing.assert_array_equal(alone.returns[0], batch.returns[1])
     np.testing.assert_array_equal(alone.q[0][0], batch.q[0][1])
     assert not np.array_equal(batch.returns[0], batch.returns[1])
+
+
+def test_history_aware_rows_see_the_last_joint_action_markov_rows_do_not_untimed_rows_only_the_phase():
+    game = HelpGame.from_params(HelpGameParams(steps=6), False)
+    iql = BatchedIQL(game, IQLParams(episodes=1), [0, 0, 0], states=["markov", "last_action", "last_action_untimed"])
+    b = np.zeros((3, 2, 0), np.int64)
+    after_null, after_yes = (iql.state(2, b, last=np.full(3, x)) for x in (NULL, YES))
+    assert after_null[0] == after_yes[0] and after_null[1] != after_yes[1] and after_null[2] != after_yes[2]
+    assert iql.state(4, b, last=np.full(3, YES))[2] == after_yes[2] != iql.state(4, b, last=np.full(3, YES))[1]
+    start = iql.state(0, b, last=np.full(3, iql.start))
+    assert start[2] != iql.state(2, b, last=np.full(3, NULL))[2]  # the opening move is its own state
+
+
+def test_a_discount_sweep_in_one_batch_equals_separate_runs():
+    game = HelpGame.from_params(HelpGameParams(steps=6), False)
+    p = IQLParams(episodes=80, seeds=1)
+    batch = train_iql(game, p, seeds=[2, 2], gammas=[0.5, 0.95], states=["markov", "last_action"], log_rows=1)
+    alone = train_iql(game, p.model_copy(update={"gamma": 0.95}), seeds=[2], states=["last_action"])
+    np.testing.assert_array_equal(batch.returns[1], alone.returns[0])
+    np.testing.assert_array_equal(batch.q[1][1], alone.q[1][0])
+    assert batch.log.executed.shape[0] == 1 and batch.rows(1, 2).seeds == [2]
+
+
+def test_greedy_answers_read_tit_for_tat_from_the_q_tables():
+    game = HelpGame.from_params(HelpGameParams(steps=6), False)
+    shape = BatchedIQL(game, IQLParams(episodes=1), [0], states=["last_action"])
+    q = [np.zeros_like(x) for x in shape.q]
+    for t in range(1, 6):
+        i = t % 2
+        q[i][0, shape._row(t, 0, YES, 0), YES] = 1.0  # Yes after Yes; Null (0 > -1) after Null
+        q[i][0, shape._row(t, 0, NULL, 0), YES] = -1.0
+    yes, null, opens = greedy_answers(shape, q, untimed=False)
+    assert yes.all() and not null.any() and not opens.any()
+
+
+def test_sweep_and_history_learner_metrics_have_intervals():
+    from delegation_lab.games.params import HistoryGameParams
+
+    params = HistoryGameParams.model_validate({"game": {"steps": 6}, "iql": {"episodes": 60, "seeds": 3},
+                                               "gamma_sweep": [0.9], "history_learner": {"gammas": [0.5]}})
+    from delegation_lab.games.study import blocks_for, train_blocks
+
+    game = HelpGame.from_params(params.game, False)
+    blocks = blocks_for(params, False)
+    assert blocks == [Block("main", 0.5, "markov"), Block("sweep", 0.9, "markov"), Block("last_action", 0.5, "last_action"),
+                      Block("last_action_untimed", 0.5, "last_action_untimed")]
+    by_block = train_blocks(game, params, blocks)
+    sweep = sweep_metrics({"no_transfer": by_block})
+    assert list(sweep) == ["gamma_0p5", "gamma_0p9"] and sweep["gamma_0p9"]["no_transfer"]["seeds"] == 3
+    h = history_learner_metrics(game, params, by_block)
+    block = h["last_action"]["gamma_0p5"]
+    assert block["return_mean_ci"][0] <= block["return_mean"] <= block["return_mean_ci"][1]
+    assert 0 <= block["tit_for_tat"] <= block["answers_help"] <= 1 and block["markov_return_mean"] == by_block[blocks[0]].eval_returns.mean()
 
 
 def assert_reproduces_0_and_990(episodes: int, seeds: int) -> None:

@@ -65,6 +65,14 @@ def test_repro_writes_metrics_plots_trajectories_and_mlflow(repro: Path):
     assert money["transfer"]["return_mean_ci"] == [money["transfer"]["return_mean"]] * 2  # every seed the same: a point interval
     lo, hi = money["no_transfer"]["train_late_return_mean_ci"]
     assert lo <= money["no_transfer"]["train_late_return_mean"] <= hi
+    sweep = money["gamma_sweep"]
+    assert set(sweep) == {"gamma_0p5", "gamma_0p8", "gamma_0p9", "gamma_0p99"}
+    assert sweep["gamma_0p5"]["no_transfer"]["return_mean"] == money["no_transfer"]["return_mean"]
+    learner = metrics["history_learner"]
+    assert set(learner) == {"last_action", "last_action_untimed"} and set(learner["last_action"]) == {"gamma_0p5", "gamma_0p9"}
+    assert metrics["provenance"]["money.no_transfer.return_mean"]["kind"] == "calibrated"
+    assert metrics["equilibria"]["help_game_6"]["history"]["values"] == [[0.0, 0.0]]
+    assert metrics["equilibria"]["reciprocity_finale"]["history_only_count"] == 3
     rows = {r["metric"]: r for r in paper_vs_ours(metrics)}
     assert rows["money.transfer.return_mean"]["difference"] == 0.0
     assert rows["equilibria.motivating_example.history.count"]["ours"] == 5
@@ -75,7 +83,7 @@ def test_repro_writes_metrics_plots_trajectories_and_mlflow(repro: Path):
     assert curve["return"][-50:].mean() > curve["return"][:50].mean()
     assert pl.read_csv(plots / "return_no_transfer.csv")["return"][-50:].mean() < 50
     assert (plots / "figure5.png").stat().st_size > 10_000 and (plots / "equilibria.png").stat().st_size > 5_000
-    eq = pl.read_csv(plots / "equilibria.csv")
+    eq = pl.read_csv(plots / "equilibria.csv").filter(pl.col("game") == "motivating_example")
     assert eq.filter(pl.col("kind") == "history").height == 5 and eq.filter(pl.col("kind") == "markov").height == 3
     solution = json.loads((project / "results" / "history_game" / "motivating_example.json").read_text())
     assert len(solution["history"]) == 5 and solution["favoured"]["values"] == {"A": 8.9, "B": 6.0}
@@ -95,7 +103,7 @@ def test_repro_writes_metrics_plots_trajectories_and_mlflow(repro: Path):
     exp = client.get_experiment_by_name("history_game")
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(children) == 2 * 3 + 1
+    assert len(children) == 2 * 3 + 3  # per method x seed, and one per game
     child = next(r for r in children if r.data.tags.get("method") == "iql_transfer")
     assert child.data.metrics["eval/return"] == 990.0
     assert len(client.get_metric_history(child.info.run_id, "train/return")) == 1000 // 20

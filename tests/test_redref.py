@@ -392,6 +392,37 @@ def test_random_delegation_ignores_beliefs_and_thompson_learns(world):
     assert (ts.calls == ts.good_uses + ts.bad_uses).all() and (ts.stop >= 0).all() and (ts.stop <= max(STOP_CODES.values())).all()
 
 
+def test_domain_sampling_scores_each_agent_by_its_best_targeted_pair_and_skips_cooling_agents():
+    alpha = np.ones((1, 3, 2))
+    beta = np.ones((1, 3, 2))
+    alpha[0, 0, 1], beta[0, 0, 0] = 1000.0, 1000.0  # agent 0: sure on domain 1, hopeless on domain 0
+    theta, domain = policy.sample_domain_scores(alpha, beta, np.array([[True, False]]), np.array([[0, 0, 1]]), np.random.default_rng(0))
+    assert domain[0, 0] == 0 and theta[0, 0] < 0.05  # only the asked-for domain 0 counts
+    assert theta[0, 2] == -np.inf  # cooling
+    theta, domain = policy.sample_domain_scores(alpha, beta, np.array([[True, True]]), np.zeros((1, 3), int), np.random.default_rng(0))
+    assert domain[0, 0] == 1 and theta[0, 0] > 0.99
+
+
+def test_single_verdict_credits_only_the_finishing_call_and_task_conditional_beliefs_learn_domains(world):
+    params = small_params()
+    seq = ex.draw_sequences(np.arange(world.pool.size), 6, 40, np.random.default_rng(5), "t")
+    single = run_sequences(world.zoo, world.pool, seq, world.sim, ex.setup_for(params, verdict="single"), np.random.default_rng(6))
+    judged = ~single.steps["forced"]
+    credited = single.steps["verdict"][judged] == 1.0
+    # under Algorithm 1's one verdict, a credited call is one judged a success, which ends its task
+    assert credited.sum() == single.judged_success.sum()
+    assert (single.steps["success_verdict"][judged][credited] == 1.0).all()
+    tc = run_sequences(world.zoo, world.pool, seq, world.sim, ex.setup_for(params, "thompson", "reset", beliefs="agent_domain"),
+                       np.random.default_rng(6))
+    req = world.pool.required[seq]
+    assert np.allclose(tc.belief_start[:, 0], 0.5)
+    own = np.eye(world.zoo.n, dtype=bool)[None, None] & req[:, :, None, :]  # the agent's own domain in the task
+    late = tc.belief_start[:, 20:]
+    experts = own[:, 20:].any(axis=-1)
+    assert late[experts].mean() > late[~experts].mean() + 0.05  # beliefs concentrate on the task's domain experts
+    assert tc.success.mean() > 0.8
+
+
 def test_impaired_agent_never_contributes_after_the_switch(world):
     params = small_params()
     agent = world.zoo.names.index("biology")

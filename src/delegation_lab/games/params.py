@@ -11,9 +11,11 @@ AGENTS = ("A", "B")
 
 
 class EquilibriaParams(ParamsModel):
-    games: list[str] = ["motivating_example"]
+    games: list[str] = ["motivating_example", "help_game_6", "reciprocity_finale"]
     """Games to solve: builtin names (`dlab game builtin`) or spec file paths relative to the repo root
-    (add a spec file to the stage's deps in dvc.yaml so that editing it reruns the stage)."""
+    (add a spec file to the stage's deps in dvc.yaml so that editing it reruns the stage). The default:
+    the 2-step motivating example (§2.3), 6 steps of the help game (no SPE with help) and a 3-step help
+    game with a coordination finale (history-dependent SPE with mutual help, Markov ones without)."""
     favour: str | None = "B"
     """Player whose value Algorithm 1's selection maximises (null: the total sum of values)."""
     max_combinations: int = Field(2_000_000, ge=1)
@@ -94,6 +96,25 @@ class IQLParams(ParamsModel):
     """Last training episodes averaged into the late-training return."""
 
 
+class HistoryLearnerParams(ParamsModel):
+    enabled: bool = True
+    """Also train history-aware IQL on the help game without money (`history_learner` in the metrics),
+    in the same batch as the Markov learner: does learning find reciprocity (Yes answered by Yes)?"""
+    gammas: list[float] = [0.5, 0.9]
+    """Discounts of the history-aware learners (each with `iql.seeds` seeds)."""
+    untimed: bool = True
+    """Also a learner whose state is the last joint action and the phase only (no step index: the
+    finite horizon is unobserved, as in the infinitely repeated game, where reciprocity is an
+    equilibrium for gamma x benefit > cost)."""
+
+    @field_validator("gammas")
+    @classmethod
+    def _unit(cls, gammas: list[float]) -> list[float]:
+        if not gammas or any(not 0 <= g <= 1 for g in gammas) or len(set(gammas)) != len(gammas):
+            raise ValueError("gammas: one or more distinct discounts in [0, 1]")
+        return gammas
+
+
 class HistoryGameParams(ParamsModel):
     equilibria: EquilibriaParams = EquilibriaParams()
     """Exact history-dependent and Markov equilibria of game specs (§2.3, App. B)."""
@@ -101,7 +122,19 @@ class HistoryGameParams(ParamsModel):
     """The alternating help game of §3.3."""
     iql: IQLParams = IQLParams()
     """Independent Q-learning, run once without and once with money transfer."""
+    gamma_sweep: list[float] = [0.8, 0.9, 0.99]
+    """Further discounts of the Markov IQL, both conditions, trained in the same batch as `iql.gamma`
+    (`money.gamma_sweep` in the metrics): how much the no-money result 0 owes to the discount."""
+    history_learner: HistoryLearnerParams = HistoryLearnerParams()
+    """IQL whose state includes the last joint action, on the help game without money."""
     trajectory_every: int = Field(1, ge=1)
     """Store the steps of every k-th training episode (and every greedy evaluation step)."""
     curve_log_every: int = Field(25, ge=1)
     """Log every k-th episode of each seed's learning curve to MLflow (the CSV keeps every episode)."""
+
+    @field_validator("gamma_sweep")
+    @classmethod
+    def _sweep(cls, gammas: list[float]) -> list[float]:
+        if any(not 0 <= g <= 1 for g in gammas) or len(set(gammas)) != len(gammas):
+            raise ValueError("gamma_sweep: distinct discounts in [0, 1]")
+        return gammas

@@ -17,7 +17,8 @@ from delegation_lab.evaluation.statistics import DDOF, seed_interval
 from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.games.equilibria import GameTooLarge, Solution, solve
 from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
-from delegation_lab.games.iql import IQLResult
+from delegation_lab.games.help_game import NULL, YES
+from delegation_lab.games.iql import BatchedIQL, IQLResult, StateKind, train_iql
 from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
 from delegation_lab.games.limits import check_spec_memory, parse_size
 from delegation_lab.games.report import DEFAULT_MAX_PROFILES, number
@@ -262,6 +263,113 @@ def plot_equilibria(frame: pl.DataFrame, out: Path) -> Path:
     fig.tight_layout()
     return save_figure(fig, out)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# one batch per condition: the reported learner, the discount sweep and the history-aware learners
+
+# Rows of paper vs ours whose "ours" is not an outcome of learning (the `provenance` interface;
+# unlisted rows are computed). The equilibrium value sets are computed by the exact solver.
+PROVENANCE = {
+    "money.no_transfer.return_mean": {"kind": "calibrated", "why": "the paper gives no discount; at our history_game.iql.gamma = 0.5 the greedy return is the paper's 0, at 0.8-0.99 it is not (money.gamma_sweep)"},
+    "money.no_transfer.helps_mean": {"kind": "calibrated", "why": "0 helps at the chosen discount 0.5 only; see money.gamma_sweep"},
+}
+
+
+def gamma_key(g: float) -> str:
+    """A discount as a metrics key without a dot (dotted key paths): 0.99 -> gamma_0p99."""
+    return "gamma_" + f"{g:g}".replace(".", "p")
+
+
+@dataclass(frozen=True)
+class Block:
+    """`iql.seeds` consecutive batch rows trained with one discount and one kind of state."""
+
+    name: str  # main | sweep | last_action | last_action_untimed
+    gamma: float
+    state: StateKind
+
+
+def blocks_for(params: HistoryGameParams, money: bool) -> list[Block]:
+    """The reported learner first (the only block whose steps are logged), then the sweep's other
+    discounts, then (without money) the history-aware learners."""
+    out = [Block("main", params.iql.gamma, "markov")]
+    out += [Block("sweep", g, "markov") for g in params.gamma_sweep if g != params.iql.gamma]
+    h = params.history_learner
+    if h.enabled and not money:
+        kinds: list[StateKind] = ["last_action"] + (["last_action_untimed"] if h.untimed else [])
+        out += [Block(k, g, k) for k in kinds for g in h.gammas]
+    return out
+
+
+def train_blocks(game: HelpGame, params: HistoryGameParams, blocks: list[Block],
+                 progress: Any = None) -> dict[Block, IQLResult]:
+    """Every block in one seed-batched run (seeds 0..S-1 in each, so blocks share random numbers)."""
+    S = params.iql.seeds
+    result = train_iql(game, params.iql, seeds=[s for _ in blocks for s in range(S)], progress=progress,
+                       gammas=[b.gamma for b in blocks for _ in range(S)], states=[b.state for b in blocks for _ in range(S)],
+                       log_rows=S)
+    return {b: result.rows(k * S, (k + 1) * S) for k, b in enumerate(blocks)}
+
+
+def sweep_metrics(results: dict[str, dict[Block, IQLResult]], confidence: float = 0.95) -> dict[str, Any]:
+    """money.gamma_sweep: per discount and condition, the greedy return per agent over seeds (t interval)."""
+    out: dict[str, Any] = {}
+    for cond, by_block in results.items():
+        for b, r in by_block.items():
+            if b.state != "markov":
+                continue
+            per_seed = r.eval_returns.mean(axis=1)
+            iv = seed_interval(per_seed, confidence)
+            best = (r.game.steps // 2) * (r.game.help_benefit - r.game.help_cost)
+            out.setdefault(gamma_key(b.gamma), {"gamma": b.gamma})[cond] = {
+                "return_mean": iv["mean"], "return_mean_ci": [iv["low"], iv["high"]],
+                "helps_mean": float(r.eval_helps.mean()),
+                "seeds_at_zero": int((per_seed == 0).sum()), "seeds_at_full_help": int(np.isclose(per_seed, best).sum()),
+                "seeds": len(r.seeds),
+            }
+    return dict(sorted(out.items(), key=lambda kv: kv[1]["gamma"]))
+
+
+def greedy_answers(iql_rows: BatchedIQL, q: list[np.ndarray], untimed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Without money: per seed and each agent's active step t >= 1, does the greedy policy play Yes
+    after the other's Yes, and after its Null? (S, decisions) bools each, and the opening move (S,)."""
+    after_yes, after_null = [], []
+    for t in range(1, iql_rows.T):
+        i = t % 2
+        tt = t % 2 if untimed else t
+        for last, into in ((YES, after_yes), (NULL, after_null)):
+            row = int(iql_rows._row(tt, 0, last, 0))
+            into.append(q[i][:, row, YES] > q[i][:, row, NULL])
+    first = int(iql_rows._row(0, 0, iql_rows.start, 0))
+    return np.stack(after_yes, 1), np.stack(after_null, 1), q[0][:, first, YES] > q[0][:, first, NULL]
+
+
+def history_learner_metrics(game: HelpGame, params: HistoryGameParams, by_block: dict[Block, IQLResult],
+                            confidence: float = 0.95) -> dict[str, Any]:
+    """history_learner: per kind of state and discount, the greedy return per agent and helps (t
+    intervals over seeds), and how the greedy policy answers the other's last action: `answers_help`
+    = share of decisions after the other's Yes that are Yes, `tit_for_tat` = share of decisions that
+    copy the other's last action (Yes after Yes and Null after Null), `opens_with_help` = A's first move."""
+    shape = BatchedIQL(game, params.iql, [0], states=["last_action"])  # the row layout, one seed
+    markov = {b.gamma: r for b, r in by_block.items() if b.state == "markov"}
+    out: dict[str, Any] = {}
+    for b, r in by_block.items():
+        if b.state == "markov":
+            continue
+        yes, null, opens = greedy_answers(shape, r.q, b.state == "last_action_untimed")
+        per_seed = r.eval_returns.mean(axis=1)
+        block: dict[str, Any] = {"gamma": b.gamma, "seeds": len(r.seeds)}
+        for key, x in (("return_mean", per_seed), ("helps_mean", r.eval_helps.mean(axis=1)),
+                       ("answers_help", yes.mean(axis=1)), ("tit_for_tat", ((yes & ~null).mean(axis=1)))):
+            iv = seed_interval(x, confidence)
+            block[key], block[f"{key}_ci"] = iv["mean"], [iv["low"], iv["high"]]
+        block["opens_with_help"] = float(opens.mean())
+        block["seeds_with_help"] = int((r.eval_helps.sum(axis=1) > 0).sum())
+        if b.gamma in markov:
+            block["markov_return_mean"] = float(markov[b.gamma].eval_returns.mean())
+        out.setdefault(b.state, {})[gamma_key(b.gamma)] = block
+    return out
 
 
 @dataclass

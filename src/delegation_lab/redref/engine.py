@@ -13,6 +13,13 @@ model as `tasks.SplitKnowledgeBackend` and `judge.SimulatedJudgeBackend`:
   checkable and the candidate states more key facts (parts scoring >= fact_score);
 - the SUCCESS verdict: score >= success_score through the same noise, or 1 when checkable and all
   key facts are present; the task stops when an accepted candidate is judged a success;
+- `verdict="single"` is Algorithm 1 as printed (one y = I[E = SUCCESS] drives both the belief
+  update, line 26, and termination, line 33): the comparison verdict above only keeps the best
+  candidate (lines 29-31) and counts toward the plateau, and a judged SUCCESS returns its candidate; our default `split` credits the marginal
+  contribution instead (A.3.4 steps 2-3 read as two verdicts);
+- `beliefs="agent_domain"` (our task-conditional variant): one Beta per agent x domain, carried
+  across tasks (no kernel); each round samples every (agent, part the critique asks for) pair,
+  delegates to the agent of the best pair and credits y to that pair;
 - tokens: prompt = the query in the agent template + retrieval context (specialists) + the refined
   query's additions (the best draft so far, whose parts keep the tokens they were written with, and
   the last critique); completion ~ log-normal by class, shared among the parts the call wrote.
@@ -43,6 +50,8 @@ class EngineSetup:
     success_score: float
     selection: policy.Selection = "thompson"
     prior: Literal["memory", "persistent", "reset"] | None = None  # None: controller.prior
+    verdict: Literal["split", "single"] = "split"  # single: Algorithm 1's one y for credit and stopping
+    beliefs: Literal["agent", "agent_domain"] = "agent"  # agent_domain: one Beta per agent x domain
 
     @property
     def prior_mode(self) -> str:
@@ -124,6 +133,8 @@ def run_sequences(
         log["judged"].append(judged[idx])
         log["forced"].append(np.full(idx.size, forced))
 
+    per_domain = setup.beliefs == "agent_domain"
+    dom_alpha, dom_beta = np.full((S, N, K), c.alpha0), np.full((S, N, K), c.beta0)
     competence = zoo.competence
     for t in range(T):
         task = seq[:, t]
@@ -132,7 +143,11 @@ def run_sequences(
         checkable = pool.checkable[task]
         alpha, beta = prior_before(mode, t, seq, sim_pool, pos, neg, carried, c.alpha0, c.beta0, c.decay,
                                    c.memory_tolerance)
-        out.belief_start[:, t] = policy.posterior_mean(alpha, beta)
+        if per_domain:  # an agent's belief on this task: its mean over the task's domains
+            w = req[:, None, :] / n_req[:, None, None]
+            out.belief_start[:, t] = (policy.posterior_mean(dom_alpha, dom_beta) * w).sum(axis=2)
+        else:
+            out.belief_start[:, t] = policy.posterior_mean(alpha, beta)
         if impaired is not None and t >= impaired[1]:
             competence = zoo.competence.copy()
             competence[impaired[0]] = 0.0
@@ -150,7 +165,13 @@ def run_sequences(
             active &= ~out_of_budget
             if not active.any():
                 break
-            theta = policy.sample_scores(alpha, beta, cool, rng, setup.selection)
+            weak = req & (part_q < zp.fact_score)  # what the critique asks for
+            if per_domain:
+                target = np.where(weak.any(axis=1, keepdims=True), weak, req)
+                theta, domain = policy.sample_domain_scores(dom_alpha, dom_beta, target, cool, rng)
+                alpha, beta = np.take_along_axis(dom_alpha, domain[:, :, None], 2)[..., 0], np.take_along_axis(dom_beta, domain[:, :, None], 2)[..., 0]
+            else:
+                theta = policy.sample_scores(alpha, beta, cool, rng, setup.selection)
             forced = active & ~np.isfinite(theta).any(axis=1)
             if forced.any():
                 j = policy.release_one(cool, forced)
@@ -175,7 +196,6 @@ def run_sequences(
             active &= ~over
             ok = act & ~over
             # the agent's candidate
-            weak = req & (part_q < zp.fact_score)  # what the critique asks for
             wrote = ok[:, None] & weak & (rng.random((S, K)) < competence[i])
             q_new = np.clip(zoo.quality[i] + zp.quality_sd * rng.standard_normal((S, K)), 0.0, 100.0)
             cand_q = np.where(wrote, q_new, part_q)
@@ -187,20 +207,28 @@ def run_sequences(
             y = np.where(checkable & (facts_c > facts_d), True, noisy_verdict(improved, u[:, 0], setup.fp, setup.fn)) & ok
             e = np.where(checkable & (facts_c == n_req), True,
                          noisy_verdict(cand_score >= setup.success_score, u[:, 1], setup.fp, setup.fn)) & ok
-            policy.update(alpha, beta, i, y, ok)
+            credit = e if setup.verdict == "single" else y  # the y of eq. (2) and of the memory
+            policy.update(alpha, beta, i, credit, ok)
+            if per_domain:
+                okr = rows[ok]
+                k_star = domain[okr, i[ok]]
+                dom_alpha[okr, i[ok], k_star] += credit[ok]
+                dom_beta[okr, i[ok], k_star] += 1.0 - credit[ok]
             okr = rows[ok]
-            pos[okr, t, i[ok]] += y[ok]
-            neg[okr, t, i[ok]] += 1.0 - y[ok]
+            pos[okr, t, i[ok]] += credit[ok]
+            neg[okr, t, i[ok]] += 1.0 - credit[ok]
             out.good_uses[improved, t] += 1
             out.bad_uses[act & ~improved, t] += 1
             out.contributions[rows[improved], t, i[improved]] += 1
-            record(act, t, d, i, theta, y, e, alpha, beta, usage, improved, ok, False)
-            accept = ok & y
+            record(act, t, d, i, theta, credit, e, alpha, beta, usage, improved, ok, False)
+            # the candidate becomes the best draft (lines 29-31); under one verdict a SUCCESS returns
+            # the candidate it judged (line 34: the best-supported candidate is the verified one)
+            accept = ok & (y | e) if setup.verdict == "single" else ok & y
             part_q = np.where(accept[:, None], cand_q, part_q)
             draft_q = np.where(accept, cand_score, draft_q)
             per_part = tokens_out / np.maximum(wrote.sum(axis=1), 1)
             draft_tokens = np.where(accept[:, None] & wrote, per_part[:, None], draft_tokens)
-            done = accept & e
+            done = (ok & e) if setup.verdict == "single" else (accept & e)
             out.judged_success[done, t] = True
             out.time_to_success[done, t] = out.rounds[done, t]
             out.stop[done, t] = STOP_CODES["success"]

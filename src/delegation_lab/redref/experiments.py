@@ -44,8 +44,30 @@ PAPER_RQ1 = {
     "total_attempted_redref": 10.67, "total_attempted_random": 11.54,
 }
 PAPER_RQ2 = {"belief_start": 0.50, "belief_end": 0.84, "rounds_first_half": 8.11, "rounds_second_half": 6.86}
-PAPER_RQ3 = {"belief_normal": 0.35, "belief_impaired": 0.23, "belief_decline_pct": -50.0, "contributions_normal": 12.0,
+# Table 3's beliefs give 0.23 / 0.35 - 1 = -34.3 %; the text's "almost 50 %" is not the table's figure.
+PAPER_RQ3 = {"belief_normal": 0.35, "belief_impaired": 0.23, "belief_decline_pct": -34.29, "contributions_normal": 12.0,
              "contributions_impaired": 0.0, "quality_normal": 84.52, "quality_impaired": 81.80}
+PAPER_JUDGE = {"examples": 200}  # §3.2 / A.3.4: the judge is calibrated on ~200 labeled examples
+
+# Rows of paper vs ours whose "ours" is not an outcome of the method (the `provenance` interface:
+# unlisted rows are computed). Keys are the rows' dotted metric paths.
+PROVENANCE = {
+    "rq2.belief_start": {"kind": "setting", "why": "the uniform prior alpha0 = beta0 = 1 read back: no task has been seen yet"},
+    "rq3.contributions_impaired": {"kind": "setting", "why": "the impaired agent's competence is set to 0, so it cannot contribute by construction"},
+    "judge.calibration.examples": {"kind": "setting", "why": "redref.judge.calibration_size, set to the paper's ~200; the FP / FN rates estimated on them recover the injected redref.judge.noise (no paper figure, so no row)"},
+}
+
+
+def provenance(metrics: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The `provenance` block for the rows these metrics carry."""
+    def has(path: str) -> bool:
+        node: Any = metrics
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+    return {k: v for k, v in PROVENANCE.items() if has(k)}
 
 
 @dataclass
@@ -81,10 +103,11 @@ def draw_sequences(candidates: np.ndarray, seeds: int, n_tasks: int, rng: np.ran
     return np.stack([rng.choice(candidates, size=n_tasks, replace=False) for _ in range(seeds)])
 
 
-def setup_for(params: RedrefParams, selection: str = "thompson", prior: str | None = None) -> EngineSetup:
+def setup_for(params: RedrefParams, selection: str = "thompson", prior: str | None = None, verdict: str = "split",
+              beliefs: str = "agent") -> EngineSetup:
     noise = params.judge.noise
     return EngineSetup(params.controller, noise.false_positive_rate, noise.false_negative_rate,
-                       params.tasks.success_score, selection, prior)  # type: ignore[arg-type]
+                       params.tasks.success_score, selection, prior, verdict, beliefs)  # type: ignore[arg-type]
 
 
 def _r(x: float, n: int = 4) -> float:
@@ -135,7 +158,14 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
         methods["redref_reset"] = setup_for(params, "thompson", "reset")
         slow = params.model_copy(update={"controller": params.controller.model_copy(update={"decay": params.controller.decay / 5})})
         methods["redref_slow_decay"] = setup_for(slow, "thompson")
-    outcomes = {m: run_sequences(world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]))
+    if p.single_verdict:  # Algorithm 1 as printed: one y for credit and stopping, REDEREF and random alike
+        methods["redref_single"] = setup_for(params, "thompson", verdict="single")
+        methods["random_single"] = setup_for(params, "random", verdict="single")
+    if p.task_conditional:  # our variant: one Beta per agent x domain instead of a kernel-seeded one per agent
+        methods["redref_task_conditional"] = setup_for(params, "thompson", "reset", beliefs="agent_domain")
+    variants = {"redref_single", "random_single", "redref_task_conditional"}  # metrics only: no step log (time budget)
+    outcomes = {m: run_sequences(world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]),
+                                 log_steps=m not in variants)
                 for k, (m, s) in enumerate(methods.items())}
     if p.ablations:  # the same loop with an oracle kernel: Jaccard overlap of the tasks' domain sets
         r = world.pool.required.astype(float)
@@ -160,6 +190,19 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
             }
     if ablation:
         metrics["ablation"] = ablation
+    if p.single_verdict:
+        single, single_random = outcomes["redref_single"], outcomes["random_single"]
+        metrics["single_verdict"] = {
+            **efficiency_summary(single, single_random, res, rng),  # ratios to random under the same loop
+            **method_summary(single, "redref", res, rng), **method_summary(single_random, "random", res, rng),
+            "vs_split": efficiency_summary(single, a, res, rng),  # the paper's algorithm / our split-verdict reading
+        }
+    if p.task_conditional:
+        tc = outcomes["redref_task_conditional"]
+        metrics["task_conditional"] = {
+            **efficiency_summary(tc, b, res, rng), **method_summary(tc, "redref", res, rng),
+            "vs_redref": efficiency_summary(tc, a, res, rng),  # ratios to the paper's per-agent beliefs
+        }
     metrics["paper"] = dict(PAPER_RQ1)
     return metrics, outcomes, seq
 
@@ -255,8 +298,9 @@ def run_judge_noise(params: RedrefParams, rng: np.random.Generator) -> tuple[dic
     metrics["loglog_slope"] = _r(loglog_slope(sweep.deltas, mean), 3)
     metrics["loglog_slope_ci"] = [_r(lo, 3), _r(hi, 3)]
     metrics["all_below_bound"] = bool((mean <= bound).all())
-    metrics["identity_max_abs_error"] = float(np.abs(sweep.observed_regret - sweep.deltas[:, None] * sweep.regret).max())
-    metrics["paper"] = {"loglog_slope": 1.0}
+    # Our reading of Theorem 3.1's 1/delta factor as a log-log slope of 1 -- not a figure the paper
+    # reports, so it is not under `paper`. (R = R~/delta holds by construction and is no evidence.)
+    metrics["theorem_slope_reading"] = 1.0
     return metrics, sweep
 
 
@@ -317,7 +361,7 @@ def calibrate_split_judge(world: World, params: RedrefParams) -> dict[str, Any]:
         truth_s.append(success)
         verdict_s.append(v["success"])
     both = calibrate(np.array(truth_i + truth_s), np.array(verdict_i + verdict_s), "redref.judge")
-    return {"examples": params.judge.calibration_size, **both.as_dict(),
+    return {"examples": params.judge.calibration_size, **both.as_dict(), "paper": dict(PAPER_JUDGE),
             "configured": {"false_positive_rate": params.judge.noise.false_positive_rate,
                            "false_negative_rate": params.judge.noise.false_negative_rate}}
 

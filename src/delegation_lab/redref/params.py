@@ -156,6 +156,14 @@ class Rq1Params(ParamsModel):
     ablations: bool = True
     """Also run REDEREF with `persistent` and `reset` priors (no memory), with decay lambda / 5, and
     with an oracle kernel (Jaccard overlap of the tasks' domain sets instead of embedding cosine)."""
+    single_verdict: bool = True
+    """Also run Algorithm 1 as printed, REDEREF and random delegation: one verdict y = I[E = SUCCESS]
+    drives both the belief update and termination (`rq1.single_verdict`), beside our default split
+    (y = the marginal-contribution verdict, stop on an accepted candidate judged a success)."""
+    task_conditional: bool = True
+    """Also run the task-conditional belief variant (`rq1.task_conditional`, ours): one Beta per
+    agent x domain carried across tasks, Thompson sampling over (agent, part the critique asks for)
+    pairs, y credited to the sampled pair, instead of one Beta per agent seeded by a whole-task kernel."""
 
 
 class Rq2Params(ParamsModel):

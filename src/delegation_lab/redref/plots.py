@@ -20,8 +20,10 @@ def rq1_frame(metrics: dict[str, Any]) -> pl.DataFrame:
     for key in ("tokens_ratio", "calls_ratio", "time_ratio"):
         rows.append({"variant": "redref", "metric": key, "value": metrics[key], "low": metrics[f"{key}_ci"][0],
                      "high": metrics[f"{key}_ci"][1], "paper": metrics["paper"][key]})
-        for name, block in metrics.get("ablation", {}).items():
-            rows.append({"variant": f"redref_{name}", "metric": key, "value": block[key], "low": block[f"{key}_ci"][0],
+        variants = {f"redref_{name}": block for name, block in metrics.get("ablation", {}).items()}
+        variants.update({f"redref_{name}": metrics[name] for name in ("single_verdict", "task_conditional") if name in metrics})
+        for name, block in variants.items():
+            rows.append({"variant": name, "metric": key, "value": block[key], "low": block[f"{key}_ci"][0],
                          "high": block[f"{key}_ci"][1], "paper": None})
     return pl.DataFrame(rows, schema_overrides={"paper": pl.Float64})
 

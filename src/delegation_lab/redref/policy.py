@@ -30,6 +30,20 @@ def sample_scores(alpha: np.ndarray, beta: np.ndarray, cool: np.ndarray, rng: np
     return np.where(blocked, -np.inf, theta)
 
 
+def sample_domain_scores(alpha: np.ndarray, beta: np.ndarray, target: np.ndarray, cool: np.ndarray,
+                         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Task-conditional Thompson sampling (our variant): alpha, beta [B, N, K] per agent x domain,
+    target [B, K] the parts the critique asks for. Draws theta_hat ~ Beta per (agent, domain) pair;
+    an agent's score is its best pair among the targets (-inf while cooling). Returns the scores
+    [B, N] and each agent's best domain [B, N] (where a judged call's y is credited)."""
+    drawn = np.broadcast_to(target[:, None, :], alpha.shape)
+    theta = np.full(alpha.shape, -np.inf)
+    theta[drawn] = rng.beta(alpha[drawn], beta[drawn])  # only the pairs that can be delegated
+    domain = theta.argmax(axis=-1)
+    best = np.take_along_axis(theta, domain[..., None], axis=-1)[..., 0]
+    return np.where(cool > 0, -np.inf, best), domain
+
+
 def posterior_mean(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """mu_i = alpha_i / (alpha_i + beta_i)."""
     return alpha / (alpha + beta)
