@@ -64,6 +64,7 @@ def test_the_headline_lists_computed_rows_as_results_and_names_the_calibrated_in
     md = CliRunner().invoke(app, ["report", "--metrics-dir", str(_metrics_dir(tmp_path)), "--headline"]).output
     table, _, listed = md.partition("Not results")
     assert "dqn.return" in table and "always_a.accuracy" not in table and "ablation.scale" not in table
+    assert "- **demo** — calibrated: `always_a.accuracy`; setting: `ablation.scale`" in listed
     assert "demo `always_a.accuracy` (calibrated): the simulated skill" in listed and "`ablation.scale` (setting)" in listed
 
 
