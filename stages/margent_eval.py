@@ -18,6 +18,23 @@ from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomi
 OUT = "results/margent"
 
 
+def replicated(ctx: StageContext, metrics: dict) -> dict:
+    """Tables 1-3 over further simulator seeds (with intervals) and under the sensitivity settings."""
+    from delegation_lab.margent import replicates
+    from delegation_lab.margent.sensitivity import variants
+
+    margent = ctx.params.margent
+    pools = study.sample_pools(read_table(ctx.layout.items("train"), "train items"),
+                               read_table(ctx.layout.items("test"), "test items"), margent.collect)
+    own = replicates.figures(metrics, tuple(margent.subagents))
+    out = {}
+    if margent.eval.simulator_seeds:
+        out["simulator_seeds"] = replicates.over_seeds(ctx.params, pools, own, margent.eval.simulator_seeds)
+    if margent.eval.sensitivity:
+        out["sensitivity"] = replicates.under_settings(ctx.params, pools, own, variants(margent.simulator))
+    return out
+
+
 def evaluate(ctx: StageContext) -> None:
     """Write metrics/margent.json, plots/margent/, the margent trajectories and summaries."""
     margent = ctx.params.margent
@@ -46,6 +63,9 @@ def evaluate(ctx: StageContext) -> None:
     got = study.evaluate_all(collection, trees, net, grid, margent, ctx.params.evaluation.intervals)
     metrics = {**got.metrics, "dataset": meta["dataset"], "team": meta["team"],
                "verifier": verifier.describe() | {"used_for_acceptance": False}}
+    if margent.team == "simulated" and (margent.eval.simulator_seeds or margent.eval.sensitivity):
+        with ctx.phase("replicates"):
+            metrics.update(replicated(ctx, got.metrics))
 
     run_ids: dict[tuple[str, str, int], str] = {}
     with ctx.tracker.stage_run("margent", "margent_eval", {"eval": margent.eval}) as run:

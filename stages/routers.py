@@ -35,8 +35,10 @@ def routers(ctx: StageContext) -> None:
     params = ctx.params.routers
     layout = ctx.layout
     verifier = build_verifier(ctx.params.evaluation.verifier, layout.root)
-    data = load_routing_data(layout, list(ctx.params.solvers), params)
-    run = run_study(data, params, verifier, progress=True)
+    with ctx.phase("load"):
+        data = load_routing_data(layout, list(ctx.params.solvers), params)
+    with ctx.phase("fit and evaluate"):
+        run = run_study(data, params, verifier, progress=True)
     dataset = ctx.params.data.dataset
     embed_path = layout.metrics("embed")
     embed_metrics = json.loads(embed_path.read_text()) if embed_path.exists() else {}
@@ -44,13 +46,13 @@ def routers(ctx: StageContext) -> None:
                 "requested": embed_metrics.get("requested")}
     metrics = study_metrics(run, ctx.params.evaluation.intervals, verifier.describe(), embedder)
 
-    with TrajectoryWriter(layout, STUDY) as writer:
+    with ctx.phase("trajectories"), TrajectoryWriter(layout, STUDY) as writer:
         for p in run.points:
             if p.split == "test":
                 writer.add(method_slug(p.router, p.operating_point), p.seed, trajectory_frame(run, p))
 
     run_ids: dict[tuple[str, int], str | None] = {}
-    with ctx.tracker.stage_run(STUDY, STUDY, params) as parent:
+    with ctx.phase("tracking and outputs"), ctx.tracker.stage_run(STUDY, STUDY, params) as parent:
         parent.set_tags({"embedding": data.embedder, "verifier": verifier.name})
         rows = pl.DataFrame(summary_rows(run, dataset, verifier.name))
         for (method, seed), part in rows.partition_by(["method", "seed"], as_dict=True).items():

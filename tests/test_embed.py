@@ -73,11 +73,16 @@ def test_embed_stage_writes_one_table_keyed_by_item_id(tmp_path, monkeypatch, em
     files = list((tmp_path / "data" / "embeddings").glob("*.parquet"))
     assert len(files) == 1  # the stale table of another embedder is gone
     table = pl.read_parquet(files[0])
-    assert table.height == 12 and table["item_id"].n_unique() == 12
+    assert table.height == 9 and table["item_id"].n_unique() == 9  # train + test: the routers never read the ability bank
+    assert not table["item_id"].str.starts_with("ability").any()
     assert table.schema["vector"] == pl.List(pl.Float32)
     vectors = np.asarray(table["vector"].to_list())
     assert vectors.shape[1] == (32 if embedder == "hashing" else 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     metrics = json.loads((tmp_path / "metrics" / "embed.json").read_text())
     assert metrics["embedder"] == table["embedder"][0] and metrics["fallback"] == (embedder == "hashing")
+    # train{i} and test{i} ask the same question: each distinct text is encoded once, and both rows get its vector
+    assert metrics["n_texts"] == 5 and metrics["splits"] == ["train", "test"]
+    by_id = dict(zip(table["item_id"], vectors, strict=True))
+    assert np.array_equal(by_id["train3"], by_id["test3"]) and not np.array_equal(by_id["train3"], by_id["train2"])
     assert table.filter(pl.col("item_id") == "train4")["n_digits"][0] == 2 and table.filter(pl.col("item_id") == "train4")["difficulty"][0] == 2

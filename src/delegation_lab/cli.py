@@ -219,19 +219,47 @@ def runs_compare(
 @app.command("report")
 def report(
     metrics_dir: Annotated[Path, typer.Option(help="folder of <study>.json metrics")] = Path("metrics"),
-    out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
+    out: Annotated[Path | None, typer.Option(help="write the output here instead of printing")] = None,
+    format: Annotated[str, typer.Option(help="markdown | json (rows: study, key, paper, ours, difference, provenance, why)")] = "markdown",
+    headline: Annotated[bool, typer.Option(help="the README's table: computed rows only, then the calibrated inputs and settings")] = False,
+    timings: Annotated[bool, typer.Option(help="print metrics/timings/*.json instead: each stage's seconds, CPU seconds, share, phases")] = False,
 ) -> None:
-    """Paper figures beside ours for every study (metrics/*.json, keys with a `paper` segment)."""
-    from delegation_lab.paper import read_all
+    """Paper figures beside ours for every study (metrics/*.json, keys with a `paper` segment), each
+    row with its provenance: computed, calibrated (an input chosen to match the paper) or setting (a
+    configured value read back), from the file's `provenance` block."""
+    import json
+
+    from delegation_lab.paper import headline_markdown, read_all, report_rows
     from delegation_lab.runs import markdown_table
 
-    studies = read_all(metrics_dir)
+    if format not in ("markdown", "json"):
+        fail(f"--format must be markdown or json (got {format!r})", 2)
+    if timings:
+        from delegation_lab.stage_timings import read_timings, timings_markdown
+
+        try:
+            rows = read_timings(metrics_dir / "timings")
+        except InputError as e:
+            fail(f"error: {e}")
+        if not rows:
+            fail(f"no timings in {metrics_dir / 'timings'}/*.json yet; run `dvc repro` first")
+        emit(json.dumps(rows, indent=2) + "\n" if format == "json" else timings_markdown(rows), out)
+        return
+    try:
+        studies = read_all(metrics_dir)
+    except InputError as e:
+        fail(f"error: {e}")
     if not studies:
         fail(f"no paper figures in {metrics_dir}/*.json yet; run `dvc repro` first")
-    text = "".join(
-        f"## {study}\n\n" + markdown_table(rows, ["metric", "paper", "ours", "difference"]) + "\n"
-        for study, rows in studies.items()
-    )
+    if format == "json":
+        text = json.dumps(report_rows(studies), indent=2, default=str) + "\n"
+    elif headline:
+        text = headline_markdown(studies)
+    else:
+        text = "".join(
+            f"## {study}\n\n" + markdown_table(rows, ["metric", "paper", "ours", "difference", "provenance", "why"]) + "\n"
+            for study, rows in studies.items()
+        )
     emit(text, out)
 
 
@@ -361,6 +389,34 @@ def tracking_serve(
         fail(str(e), 2)
     except InputError as e:
         fail(f"error: {e}", 1)
+
+
+docs_app = typer.Typer(help="Keep the docs' numbers current.", no_args_is_help=True)
+app.add_typer(docs_app, name="docs")
+
+
+@docs_app.command("numbers")
+def docs_numbers(
+    write: Annotated[bool, typer.Option(help="rewrite every stale number (each file atomically)")] = False,
+    root: Annotated[Path, typer.Option(help="project root holding README.md, docs/ and metrics/")] = Path("."),
+) -> None:
+    """Check every `<!-- m:STUDY:KEY[:FMT] -->VALUE<!-- /m -->` span in README.md and docs/**/*.md
+    against metrics/STUDY.json; exit 1 listing file:line of each stale or unreadable span. --write
+    refreshes the stale ones (and writes nothing while any span's file or key is missing)."""
+    from delegation_lab.doc_numbers import problems, refresh, scan
+
+    spans = scan(root)
+    found = problems(spans)
+    if write:
+        try:
+            written = refresh(root, spans)
+        except ValueError as e:
+            fail(f"nothing written:\n{e}")
+        typer.echo(f"{len(spans)} numbers, {sum(s.stale for s in spans)} refreshed in {len(written)} files")
+        return
+    if found:
+        fail("\n".join(found) + f"\n{len(found)} of {len(spans)} doc numbers stale or unreadable; run `dlab docs numbers --write`")
+    typer.echo(f"{len(spans)} doc numbers match metrics/")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -184,6 +184,12 @@ class EmbedParams(ParamsModel):
     installed, else hashing (metrics/embed.json records which one ran)."""
     hashing_dim: int = Field(384, ge=16)
     """Dimension of the hashing fallback embedding."""
+    splits: list[Literal["ability", "train", "test"]] = Field(default_factory=lambda: ["train", "test"], min_length=1)
+    """Splits whose questions are embedded: the routers read train (with the dev split carved from it) and
+    test only, so the ability bank is not embedded (it cost 11 % of the stage)."""
+    torch_threads: int = Field(1, ge=1)
+    """Torch CPU threads while encoding: one thread spends the fewest CPU seconds per question (two on two shared
+    cores spent ~1.4x the CPU in spin-waits)."""
 
 
 def text_features(questions: list[str], difficulty: list[int | None]) -> np.ndarray:

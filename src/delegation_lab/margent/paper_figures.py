@@ -40,3 +40,25 @@ ABLATION_AQUA_RAT = {
     "with_candidate": {"accuracy": 81.1, "correction": 0.480, "corruption": 0.0240},
     "blank": {"accuracy": 74.0, "correction": 0.409, "corruption": 0.0236},
 }
+
+# Which paper-vs-ours rows are not outcomes of the method (paper.py's `provenance` block): the
+# simulator defaults were chosen with the paper's Tables 1-2 in view (a ~55 % manager, a strong
+# Verifier, an Extractor near zero, corruption near the paper's 2.4 %), so those rows agree by
+# construction; the blank ablation's correction is the configured `blank_rescue_scale` read back.
+_SIMULATOR = "the simulator default ({}) was chosen with the paper's Table {} in view, so this row agrees by construction"
+PROVENANCE = {
+    "table1.A0": {"kind": "calibrated", "why": _SIMULATOR.format("manager.skill 0.9, difficulty_slope 0.22", 1)},
+    **{f"table1.{k}": {"kind": "calibrated", "why": _SIMULATOR.format("each sub-agent's rescue_at_d1 and rescue_correlation 0.6", 1)}
+       for k in ("A1", "AD", "gain_at_1")},
+    **{f"table2.{a}": {"kind": "calibrated", "why": _SIMULATOR.format(f"{a.lower()}.rescue_at_d1 and corruption_at_d1", 2)}
+       for a in ("Extractor", "Reasoner", "Verifier")},
+    **{f"ablation.{k}.corruption": {"kind": "calibrated", "why": "the simulator default verifier.corruption_at_d1 0.02 was chosen "
+                                     "with the paper's corruption (0.024, section 5f) in view, so this row agrees by construction"}
+       for k in ("with_candidate", "blank")},
+    "eval.candidate_accuracy": {"kind": "calibrated", "why": "the candidate writer is the simulated manager (routing-only, fixed), "
+                                "whose accuracy is set by manager.skill, chosen with the paper's Table 1 in view"},
+    "ablation.blank.correction": {"kind": "setting", "why": "verifier.blank_rescue_scale 0.75 read back: blanking scales the rescue rate by it (0.164 / 0.221 = 0.74)"},
+    "ablation.blank.accuracy": {"kind": "setting", "why": "follows from verifier.blank_rescue_scale 0.75 on the same routes; the simulator decides the drop, not the method"},
+    "selected_vs_force_all.force_all_calls": {"kind": "setting", "why": "force-all calls every sub-agent of the pool: 3 by construction"},
+    "rho.0.call_gap": {"kind": "setting", "why": "at ρ = 0 there is no commit example, so the manager calls on every item: the gap is 0 by construction"},
+}

@@ -190,6 +190,12 @@ class EvalParams(ParamsModel):
     """Operating point reported as MARGENT's result; null = the most accurate ρ on the development pool (ties: fewer calls)."""
     seed: int = 0
     """Seed of the random replay."""
+    simulator_seeds: int = Field(4, ge=0)
+    """Further simulator seeds (`simulator.seed` + 1 ... + n) the whole study reruns on (team simulated), so
+    Tables 1-3 carry an interval over independent simulated teams (metrics `simulator_seeds`); 0 = none. ~14 s CPU each."""
+    sensitivity: bool = True
+    """Rerun the whole study under each setting of `margent.sensitivity.variants` (team simulated; metrics
+    `sensitivity`: Tables 1-3 per setting). ~14 s CPU each."""
 
     @field_validator("selected_rho")
     @classmethod

@@ -3,7 +3,9 @@ current params (items from `data`, roots from `margent.collect`) under a few sim
 
     python -m delegation_lab.margent.sensitivity [params.yaml]
 
-Prints one markdown row per setting: A0, A1, A_D, Gain@1 and each sub-agent's net value.
+Prints one markdown row per setting: A0, A1, A_D, Gain@1 and each sub-agent's net value (Tables 1-2
+only; the stage `margent_eval` reruns the whole study per setting for Table 3 too: metrics
+`sensitivity`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,26 @@ from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree
 
 
+LABELS = {
+    "defaults": "defaults",
+    "independent_rescues": "independent rescues (`rescue_correlation: 0`)",
+    "fresh_draws": "fresh draws (`rescue_correlation: 0`, `revise_if_flagged: 1`)",
+    "extractor_corrupts": "Extractor corrupts (`extractor.corruption_at_d1: 0.15`)",
+    "stronger_manager": "stronger manager (`manager.skill: 1.6`)",
+}
+
+
 def variants(sim: SimulatorParams) -> dict[str, SimulatorParams]:
+    """The settings the study reports beside its defaults (metrics/margent.json `sensitivity`, keyed
+    as LABELS; the first is the defaults)."""
     return {
         "defaults": sim,
-        "fresh draws (`rescue_correlation: 0`, `revise_if_flagged: 1`)": sim.model_copy(update={
+        "independent_rescues": sim.model_copy(update={"rescue_correlation": 0.0}),
+        "fresh_draws": sim.model_copy(update={
             "rescue_correlation": 0.0, "manager": sim.manager.model_copy(update={"revise_if_flagged": 1.0})}),
-        "Extractor corrupts (`extractor.corruption_at_d1: 0.15`)": sim.model_copy(update={
+        "extractor_corrupts": sim.model_copy(update={
             "extractor": sim.extractor.model_copy(update={"corruption_at_d1": 0.15})}),
-        "stronger manager (`manager.skill: 1.6`)": sim.model_copy(update={
+        "stronger_manager": sim.model_copy(update={
             "manager": sim.manager.model_copy(update={"skill": 1.6})}),
     }
 
@@ -51,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         t1 = analysis.table1(collected, m.collect.depth)
         mv = analysis.marginal_values(collected, pool, m.eval.confidence)
         gain = f"{t1['gain_at_1']:.1f} %" if t1["gain_at_1"] is not None else "n/a"
-        print(f"| {name} | {t1['A0']:.1f} | {t1['A1']:.1f} | {t1['AD']:.1f} | {gain} | "
+        print(f"| {LABELS[name]} | {t1['A0']:.1f} | {t1['A1']:.1f} | {t1['AD']:.1f} | {gain} | "
               + " | ".join(f"{mv[a]['net_value']:+.1f}" for a in pool) + " |")
 
 

@@ -395,4 +395,5 @@ def _metrics(collection, margent, by_label, labels, selected, dev_scores, candid
             "above_share": float(np.mean([r["above"] for r in replays])), "paper": paper.REPLAY_MEDQA,
         },
         "ablation": {**ablation, "paper": paper.ABLATION_AQUA_RAT},
+        "provenance": {k: v for k, v in paper.PROVENANCE.items() if k.split(".")[1] in pool or not k.startswith("table2.")},
     }
