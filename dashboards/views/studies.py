@@ -1,10 +1,13 @@
 """Studies: learning curves per method (mean over seeds with a ± 1 std band), the executor mix over
 training, the study's summary rows, and the per-agent Shapley credit of its replayed trajectories."""
 
+import polars as pl
 import streamlit as st
 
 from dashboards import charts, queries
-from dashboards.cached import no_results, project
+from dashboards.cached import keep_in_url, no_results, project, show_chart, url_choice
+
+MIX_PANELS = 12  # executor-mix panels per page
 
 p = project()
 st.title("Studies")
@@ -14,11 +17,14 @@ if not studies:
     st.stop()
 
 left, middle, right = st.columns([2, 1, 1])
-study = left.selectbox("Study", studies)
+url_choice("study", studies, studies[0])
+study = left.selectbox("Study", studies, key="study")
 splits = p.query("study_splits", study=study)
 
 if splits:
-    split = middle.selectbox("Split", splits, help="Learning curves are usually read on the training split.")
+    url_choice("split", splits, splits[0])
+    split = middle.selectbox("Split", splits, key="split", help="Learning curves are usually read on the training split.")
+    keep_in_url(study=study, split=split)
     n_episodes = p.query("episode_span", study=study, split=split)
     bucket = right.number_input(
         "Episodes per point", min_value=1, max_value=max(1, n_episodes), value=queries.default_bucket(n_episodes),
@@ -26,8 +32,11 @@ if splits:
     )
     curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket))
     st.subheader("Learning curves")
-    st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds.")
-    st.plotly_chart(charts.learning_curve_figure(curves), width="stretch", key="curves_chart")
+    present = {name for name, _, _ in charts.curve_panels(curves)}
+    missing = [name for name, _, _ in charts.CURVE_PANELS if name not in present] if curves.height else []
+    st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds."
+               + (f" No panel for {', '.join(missing)}: this study's steps do not record it." if missing else ""))
+    show_chart(charts.learning_curve_figure(curves), "curves_chart", f"{study}_{split}_learning_curves")
     with st.expander("Learning-curve data"):
         st.dataframe(curves, hide_index=True, width="stretch", key="curves_table")
 
@@ -38,10 +47,18 @@ if splits:
     else:
         st.caption("Share of steps (all seeds pooled) in which each executor was asked; a step asking several "
                    "executors counts for each.")
-        st.plotly_chart(charts.executor_mix_figure(mix), width="stretch", key="mix_chart")
+        mix_methods = mix["method"].unique(maintain_order=True).to_list()
+        if len(mix_methods) > MIX_PANELS:
+            n_pages = -(-len(mix_methods) // MIX_PANELS)
+            mix_page = st.number_input(f"Methods {MIX_PANELS} at a time: page (of {n_pages})", min_value=1,
+                                       max_value=n_pages, value=1, key="mix_page")
+            shown = mix_methods[(int(mix_page) - 1) * MIX_PANELS: int(mix_page) * MIX_PANELS]
+            mix = mix.filter(pl.col("method").is_in(shown))
+        show_chart(charts.executor_mix_figure(mix), "mix_chart", f"{study}_{split}_executor_mix")
         with st.expander("Executor-mix data"):
             st.dataframe(mix, hide_index=True, width="stretch", key="mix_table")
 else:
+    keep_in_url(study=study, split=None)
     st.info(f"Study `{study}` has summary rows but no trajectories: no learning curves to draw.")
 
 summary = p.query("study_summary", study=study)
