@@ -122,13 +122,22 @@ def show_chart(fig: Any, key: str, name: str) -> None:
     st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt))
 
 
+@dataclass(frozen=True)
+class Settings:
+    intervals: Any  # evaluation.intervals of params.yaml: the compare page's bootstrap
+    ui_url: str  # tracking.ui_url: where MLflow run links point
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
-def params(root: str, stamp: str) -> Any:
-    """The project's params.yaml (defaults when it is absent or does not parse)."""
-    from delegation_lab.config import Params, load_params
+def settings(root: str, stamp: str) -> Settings:
+    """What the dashboard reads from the project's params.yaml; the models' defaults when the file is
+    absent or does not validate (a results folder copied without it)."""
+    from delegation_lab.config import TrackingParams, load_params
     from delegation_lab.errors import ConfigError
+    from delegation_lab.evaluation.params import IntervalParams
 
     try:
-        return load_params(Path(root) / "params.yaml")
+        params = load_params(Path(root) / "params.yaml")
+        return Settings(params.evaluation.intervals, params.tracking.ui_url)
     except (ConfigError, OSError):
-        return Params()
+        return Settings(IntervalParams(), TrackingParams().ui_url)

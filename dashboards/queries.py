@@ -107,7 +107,8 @@ def frontier_points(
                coalesce(verifier, '{NONE_LABEL}') AS verifier,
                coalesce(dataset, '{NONE_LABEL}') AS dataset,
                coalesce({SOLVER_SET}, '{NONE_LABEL}') AS solver_set,
-               coalesce(run_ids, '') AS run_ids, on_pareto AS on_pareto_all
+               coalesce(run_ids, '') AS run_ids, on_pareto AS on_pareto_all,
+               row_number() OVER () AS file_row
         FROM frontier
         WHERE coalesce(dataset, '{NONE_LABEL}') = $dataset
           AND (coalesce(verifier, '{NONE_LABEL}') = $verifier OR (verifier = 'oracle' AND study = 'baselines'))
@@ -123,11 +124,15 @@ def frontier_points(
 def with_pareto(points: pl.DataFrame) -> pl.DataFrame:
     """`on_pareto` recomputed on exactly these points (oracles excluded), with the frontier's own
     `pareto_mask`: a filter that removes points can put others on the front."""
-    contender = (points["kind"] != "oracle").to_numpy()
-    mask = np.zeros(points.height, dtype=bool)
+    order = points.sort("file_row") if "file_row" in points.columns else points  # ties: the first in file order wins, as in the stage
+    contender = (order["kind"] != "oracle").to_numpy()
+    mask = np.zeros(order.height, dtype=bool)
     if contender.any():
-        mask[contender] = pareto_mask(points["cost_per_item_usd"].to_numpy()[contender], points["accuracy"].to_numpy()[contender])
-    return points.with_columns(pl.Series("on_pareto", mask))
+        mask[contender] = pareto_mask(order["cost_per_item_usd"].to_numpy()[contender], order["accuracy"].to_numpy()[contender])
+    marked = order.with_columns(pl.Series("on_pareto", mask))
+    if "file_row" not in points.columns:
+        return marked
+    return points.join(marked.select("file_row", "on_pareto"), on="file_row", how="left").drop("file_row")
 
 
 def chart_points(points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -146,9 +151,17 @@ def best_under_budget(points: pl.DataFrame, budget: float) -> dict[str, Any] | N
     return fits.sort(["accuracy", "cost_per_item_usd", "study", "method"], descending=[True, False, False, False]).row(0, named=True)
 
 
+def budget_label(cost: float) -> str:
+    return f"${cost:.3g}"
+
+
 def budget_steps(points: pl.DataFrame) -> list[float]:
-    """The budget slider's stops: every distinct cost of a contender shown, cheapest first."""
-    return sorted(set(points.filter(pl.col("kind") != "oracle")["cost_per_item_usd"].to_list()))
+    """The budget slider's stops: the costs of the contenders shown, cheapest first; costs that read
+    the same (`budget_label`) are one stop, the largest of them, so the stop admits them all."""
+    stops: dict[str, float] = {}
+    for cost in sorted(points.filter(pl.col("kind") != "oracle")["cost_per_item_usd"].to_list()):
+        stops[budget_label(cost)] = cost
+    return list(stops.values())
 
 
 def frontier_summary(metrics_path: Path) -> dict[str, Any] | None:

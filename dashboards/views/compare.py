@@ -8,7 +8,7 @@ import polars as pl
 import streamlit as st
 
 from dashboards import paired, queries
-from dashboards.cached import keep_in_url, no_results, params, project, url_choice
+from dashboards.cached import keep_in_url, no_results, project, settings, url_choice
 
 p = project()
 st.title("Compare two methods")
@@ -41,7 +41,7 @@ keep_in_url(a=a_name, b=b_name)
 
 a_rows = p.query("point_outcomes", study=a["study"], method=a["method"], operating_point=a["operating_point"], split=a["split"])
 b_rows = p.query("point_outcomes", study=b["study"], method=b["method"], operating_point=b["operating_point"], split=b["split"])
-intervals = params(*p.key).evaluation.intervals
+intervals = settings(*p.key).intervals
 result = paired.compare(a_rows, b_rows, intervals)
 if result is None:
     st.warning("A and B share no item that every seed of both scored.")
@@ -88,7 +88,7 @@ st.dataframe(table, hide_index=True, width="stretch", key="disagreements_table",
                             "follow B": st.column_config.LinkColumn(display_text="B's steps")})
 
 st.subheader("MLflow runs")
-ui_url = params(*p.key).tracking.ui_url
+ui_url = settings(*p.key).ui_url
 for side, who in (("A", a), ("B", b)):
     runs = p.query("point_runs", study=who["study"], method=who["method"], operating_point=who["operating_point"], split=who["split"])
     links = ", ".join(f"[{r[:8]}]({queries.mlflow_run_url(ui_url, r)})" for r in runs) or "(no run id recorded)"

@@ -75,7 +75,7 @@ st.subheader("Best method under a budget")
 steps = queries.budget_steps(drawn)
 if steps:
     url_choice("budget", steps, steps[-1], cast=float)
-    budget = st.select_slider("Budget (US$ per item)", options=steps, key="budget", format_func=lambda v: f"${v:.3g}",
+    budget = st.select_slider("Budget (US$ per item)", options=steps, key="budget", format_func=queries.budget_label,
                               help="The most accurate point (oracle excluded) costing at most this much per item.")
     keep_in_url(budget=repr(budget))
     best = queries.best_under_budget(drawn, budget)
