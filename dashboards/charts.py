@@ -266,37 +266,46 @@ def _shown(fig: go.Figure) -> set[str]:
 
 
 PROVENANCE_COLORS = {"computed": "#1f77b4", "calibrated": "#ff7f0e", "setting": "#9e9e9e"}
-CLIP_PERCENT = 100.0  # the relative-difference axis stops here; bars beyond it are clipped and labelled
+SYMLOG_TICKS = [0, 1, 5, 20, 100, 1000, 10000]  # percent
 
 
-def paper_figure(table: pl.DataFrame, clip: float = CLIP_PERCENT) -> go.Figure:
+def symlog(percent: float) -> float:
+    """A symmetric-log position for a relative difference in percent: linear near 0, log beyond,
+    so a +8,800 % row does not flatten the ± 5 % ones."""
+    return math.copysign(math.log10(1 + abs(percent)), percent)
+
+
+def paper_figure(table: pl.DataFrame) -> go.Figure:
     """Relative difference of ours from the paper for the charted (comparable) rows, coloured by
-    provenance (computed / calibrated / setting), on an axis clipped at ± `clip` % (a clipped bar
-    shows its true value as text), with the ± 5 % band shaded."""
+    provenance (computed / calibrated / setting), on a symmetric-log axis with the ± 5 % band
+    shaded; each bar says its value."""
     rows = table.filter(pl.col("charted"))
     rel = rows["relative difference %"].to_list()
-    shown = [max(-clip, min(clip, v)) for v in rel]
     provenance = rows["provenance"].to_list()
     fig = go.Figure()
-    fig.add_vrect(x0=-5, x1=5, fillcolor="#2a9d8f", opacity=0.12, line_width=0)
+    fig.add_vrect(x0=symlog(-5), x1=symlog(5), fillcolor="#2a9d8f", opacity=0.12, line_width=0)
     for kind in PROVENANCE_COLORS:
         idx = [i for i, p in enumerate(provenance) if p == kind]
         if not idx:
             continue
         fig.add_trace(go.Bar(
-            x=[shown[i] for i in idx], y=[rows["metric"][i] for i in idx], orientation="h", name=kind,
-            marker={"color": PROVENANCE_COLORS[kind]},
-            text=[f"{rel[i]:+.0f}% ▶" if rel[i] > clip else f"◀ {rel[i]:+.0f}%" if rel[i] < -clip else "" for i in idx],
-            textposition="inside", insidetextanchor="end",
+            x=[symlog(rel[i]) for i in idx], y=[rows["metric"][i] for i in idx], orientation="h", name=kind,
+            marker={"color": PROVENANCE_COLORS[kind]}, text=[f"{rel[i]:+.1f}%" for i in idx], textposition="outside",
+            cliponaxis=False,
             customdata=[[rows["paper"][i], rows["ours"][i], rel[i]] for i in idx],
             hovertemplate="<b>%{y}</b><br>paper %{customdata[0]:.4g}<br>ours %{customdata[1]:.4g}"
                           "<br>difference %{customdata[2]:+.1f}%<extra>" + kind + "</extra>",
         ))
     fig.add_vline(x=0, line={"color": "#333", "width": 1})
+    reach = max([abs(v) for v in rel] + [20.0])
+    ticks = [t for t in SYMLOG_TICKS if t <= reach * 1.5]
+    values = sorted({symlog(-t) for t in ticks} | {symlog(t) for t in ticks})
+    labels = [f"{math.copysign(10 ** abs(v) - 1, v):+.0f}%" if v else "0" for v in values]
     fig.update_layout(
-        height=max(220, 26 * rows.height + 110), margin={"l": 10, "r": 10, "t": 30, "b": 10}, barmode="overlay",
-        xaxis={"title": f"(ours − paper) / |paper|, % (clipped at ± {clip:.0f} %; shaded: within 5 %)",
-               "ticksuffix": "%", "zeroline": False, "range": [-clip * 1.05, clip * 1.05]},
+        height=max(220, 26 * rows.height + 110), margin={"l": 10, "r": 40, "t": 30, "b": 10}, barmode="overlay",
+        showlegend=True,
+        xaxis={"title": "(ours − paper) / |paper|, % (symmetric-log axis; shaded: within 5 %)", "zeroline": False,
+               "tickvals": values, "ticktext": labels, "range": [symlog(-reach) * 1.15, symlog(reach) * 1.15]},
         yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": rows["metric"].to_list()},
         legend={"title": {"text": "provenance"}, "orientation": "h", "y": 1.02, "yanchor": "bottom"},
     )

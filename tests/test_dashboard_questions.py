@@ -260,8 +260,9 @@ def test_paper_page_charts_comparable_quantities_only(app, synthetic_project: Pa
     assert charted == [f"{GAME}.big", f"{GAME}.gain"]  # not gain_std, wilcoxon_p, history.count, the zero, the claim
     bar = next(t for t in game["data"] if f"{GAME}.big" in t["y"])
     k = bar["y"].index(f"{GAME}.big")
-    assert bar["x"][k] == charts.CLIP_PERCENT and bar["text"][k] == "+8800% ▶"  # clipped, true value as text
-    assert game["layout"]["xaxis"]["range"][1] == pytest.approx(charts.CLIP_PERCENT * 1.05)
+    assert bar["x"][k] == pytest.approx(charts.symlog(8800.0)) and bar["text"][k] == "+8800.0%"  # symmetric log
+    gain = bar["y"].index(f"{GAME}.gain")
+    assert bar["x"][gain] == pytest.approx(np.log10(1 + 3.0)) and bar["x"][gain] > 0.1 * bar["x"][k]  # not flattened
     worded = next(df.value for df in at.dataframe if "the paper says" in df.value.columns)
     assert worded.set_index("metric").loc[f"{GAME}.claim", "the paper says"] == "positive, unbounded"
     assert worded.set_index("metric").loc[f"{GAME}.claim", "ours"] == "2.5"

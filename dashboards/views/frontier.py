@@ -8,6 +8,7 @@ from dashboards import charts, queries
 from dashboards.cached import frontier_summary, keep_in_url, no_results, project, show_chart, url_choice
 
 p = project()
+title_slot = st.empty()  # the title names the dataset and split chosen below
 options = p.query("frontier_options")
 if not options["study"]:
     st.title("Cost–accuracy frontier")
@@ -27,7 +28,7 @@ main_verifier = (summary.get("verifier") or {}).get("name")
 url_choice("verifier", here["verifier"], main_verifier if main_verifier in here["verifier"] else (here["verifier"] or [None])[0])
 verifier = c2.selectbox("Verifier", here["verifier"], key="verifier",
                         help="The verifier behind the points' accept decisions; each verifier has its own Pareto set.")
-st.title(f"Cost–accuracy frontier · {dataset} · {split} split")
+title_slot.title(f"Cost–accuracy frontier · {dataset} · {split} split")
 
 c3, c4 = st.columns([1, 2])
 url_choice("solvers", here["solver_set"], here["solver_set"], multi=True)

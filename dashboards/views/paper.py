@@ -20,7 +20,7 @@ st.caption(
     "Difference = ours − paper. Provenance: **computed** — measured by our run; **calibrated** — an input chosen "
     "to match the paper (agreement is by construction); **setting** — a configured value read back. "
     "Charted: comparable quantities only (no std, p-values or counts; no zero or worded paper values), "
-    f"on an axis clipped at ± {charts.CLIP_PERCENT:.0f} %."
+    "on a symmetric-log axis (linear near 0, logarithmic beyond), so one large difference does not flatten the rest."
 )
 rows = []
 for study, table in tables.items():
