@@ -242,10 +242,32 @@ def default_bucket(n_episodes: int, points: int = 100) -> int:
     return max(1, math.ceil(n_episodes / points))
 
 
-def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int) -> pl.DataFrame:
+def study_methods(con: duckdb.DuckDBPyConnection, study: str, split: str) -> list[str]:
+    """Methods with trajectories of a study on a split."""
+    return _values(
+        con,
+        f"SELECT DISTINCT method FROM trajectories WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split ORDER BY method",
+        {"study": study, "split": split},
+    )
+
+
+def _methods_clause(methods: list[str] | None, params: dict[str, Any]) -> str:
+    """`AND method IN ($m0, ...)`: a plain IN list, so DuckDB prunes the other methods' hive
+    partitions (method=*/) instead of reading them."""
+    if methods is None:
+        return ""
+    params.update({f"m{k}": m for k, m in enumerate(methods)})
+    return "AND method IN (" + ", ".join(f"$m{k}" for k in range(len(methods))) + ")" if methods else "AND false"
+
+
+def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int,
+                    methods: list[str] | None = None) -> pl.DataFrame:
     """Per method and episode bucket: mean and std over seeds of the per-episode return (sum of
     reward), accuracy (mean correct) and cost (sum of cost_usd); each seed first averages the
-    episodes of a bucket. `episode` is the first episode of the bucket."""
+    episodes of a bucket. `episode` is the first episode of the bucket. `methods` limits the rows
+    (None: every method)."""
+    params: dict[str, Any] = {"study": study, "split": split, "bucket": int(bucket)}
+    only = _methods_clause(methods, params)
     return _frame(
         con,
         f"""
@@ -255,7 +277,7 @@ def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, buck
                    avg(CAST(correct AS DOUBLE)) AS episode_accuracy,
                    sum(cost_usd) AS episode_cost
             FROM trajectories
-            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split
+            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split {only}
             GROUP BY method, seed, episode
         ), per_bucket AS (
             SELECT method, seed, (episode // $bucket) * $bucket AS episode,
@@ -272,20 +294,24 @@ def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, buck
         GROUP BY method, episode
         ORDER BY method, episode
         """,
-        {"study": study, "split": split, "bucket": int(bucket)},
+        params,
     )
 
 
-def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int) -> pl.DataFrame:
+def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int,
+                 methods: list[str] | None = None) -> pl.DataFrame:
     """Per method, episode bucket and executor: the share of steps (all seeds pooled) in which the
-    executor was asked. A step asking several executors counts for each, so shares may sum past 1."""
+    executor was asked. A step asking several executors counts for each, so shares may sum past 1.
+    `methods` limits the rows (None: every method)."""
+    params: dict[str, Any] = {"study": study, "split": split, "bucket": int(bucket)}
+    only = _methods_clause(methods, params)
     return _frame(
         con,
         f"""
         WITH steps AS (
             SELECT method, (episode // $bucket) * $bucket AS episode, executors
             FROM trajectories
-            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split
+            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split {only}
         ), totals AS (
             SELECT method, episode, count(*) AS n_steps FROM steps GROUP BY method, episode
         ), asked AS (
@@ -297,7 +323,7 @@ def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket:
         GROUP BY a.method, a.episode, a.executor
         ORDER BY a.method, a.executor, a.episode
         """,
-        {"study": study, "split": split, "bucket": int(bucket)},
+        params,
     )
 
 

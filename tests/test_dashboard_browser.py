@@ -224,21 +224,33 @@ def views(root: Path) -> list[tuple[str, str]]:
     return out
 
 
-def settle(page, timeout_ms: int = 90_000) -> None:
-    """Wait until the script run is over: a title, and Streamlit's running indicator gone."""
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the streamlit server has used: on a busy machine a
+    fairer page cost than wall time. NaN where /proc is absent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the page's script run is over (Streamlit's own e2e signal: the app root's
+    `data-test-script-state` turns `notRunning` after the run of a fresh load) and nothing is stale."""
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
     page.wait_for_selector("h1", timeout=timeout_ms)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
-    page.wait_for_timeout(800)  # the last deltas and Plotly's first draw
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_ms)
 
 
-def visit_every_view(root: Path, label: str) -> dict[str, float]:
+def visit_every_view(root: Path, label: str) -> dict[str, dict[str, float]]:
     """Load every view of `root` in Chromium; fail on any exception element or traceback text.
-    Returns the seconds each view took to settle (written to test-artifacts/)."""
+    Returns each view's wall seconds to settle and the server's CPU seconds for it (written to
+    test-artifacts/dashboard_timings_<label>.json; a record, not a timed test)."""
     executable = chromium_path()
     sync_api = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(exist_ok=True)
     srv = Server(root, ARTIFACTS / f"streamlit_{label}.log")
-    timings: dict[str, float] = {}
+    timings: dict[str, dict[str, float]] = {}
     failures: list[str] = []
     try:
         with sync_api.sync_playwright() as pw:
@@ -249,10 +261,12 @@ def visit_every_view(root: Path, label: str) -> dict[str, float]:
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1200})
                 for name, path in views(root):
-                    start = time.monotonic()
+                    start, cpu = time.monotonic(), server_cpu(srv.proc.pid)
                     page.goto(f"{srv.url}/{path}", wait_until="domcontentloaded")
                     settle(page)
-                    timings[name] = round(time.monotonic() - start, 2)
+                    timings[name] = {"wall_s": round(time.monotonic() - start, 2),
+                                     "server_cpu_s": round(server_cpu(srv.proc.pid) - cpu, 2)}
+                    page.wait_for_timeout(300)  # Plotly's first draw
                     exceptions = page.locator("[data-testid='stException']").count()
                     body = page.locator("body").inner_text()
                     if exceptions or "Traceback (most recent call last)" in body:

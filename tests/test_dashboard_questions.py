@@ -28,15 +28,9 @@ from tests.test_dashboard import (
     sql,
     widget,
 )
-from tests.test_dashboard import APP, synthetic_project  # noqa: F401 - the module-scoped fixture
+from tests.test_dashboard import APP, app, synthetic_project  # noqa: F401 - the fixtures
 
 pytest.importorskip("streamlit.testing.v1")
-
-
-@pytest.fixture
-def app(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
-    monkeypatch.setenv("DLAB_ROOT", str(synthetic_project))
-    return AppTest.from_file(APP, default_timeout=60)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,7 +43,7 @@ BEST_SQL = """SELECT study, method, operating_point, accuracy, cost_per_item_usd
 
 
 @pytest.mark.parametrize("rank", [0, 3, -1])  # the cheapest stop, one in between, the most expensive
-def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project: Path, rank: int) -> None:
+def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project: Path, rank: int) -> None:  # noqa: F811
     at = open_page(app, "frontier")
     slider = widget(at.select_slider, "Budget (US$ per item)")
     costs = sql(synthetic_project, """SELECT DISTINCT cost_per_item_usd AS c FROM frontier
@@ -217,15 +211,19 @@ def test_game_study_without_correct_or_cost_draws_return_only(app) -> None:
     assert any("No panel for accuracy, cost" in c.value for c in at.caption)
 
 
-def test_crowded_executor_mix_is_paged(app) -> None:
+def test_crowded_study_pages_its_methods(app) -> None:
     at = open_page(app, "studies")
     widget(at.selectbox, "Study").set_value(CROWD).run()
     assert not at.exception
     mix = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert {a["text"] for a in mix["layout"]["annotations"]} == set(CROWD_METHODS[:12])
-    widget(at.number_input, "Methods 12 at a time: page (of 2)").set_value(2).run()
+    curves = frame(at, "curves_table")
+    assert sorted(set(curves["method"])) == CROWD_METHODS[:12]
+    widget(at.number_input, "Methods, 12 at a time: page (of 2)").set_value(2).run()
+    assert not at.exception
     mix = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert {a["text"] for a in mix["layout"]["annotations"]} == set(CROWD_METHODS[12:])
+    assert sorted(set(frame(at, "curves_table")["method"])) == CROWD_METHODS[12:]
 
 
 @pytest.mark.parametrize("n_methods", [1, 4, 14, 42, 63])

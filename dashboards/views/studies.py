@@ -1,13 +1,12 @@
 """Studies: learning curves per method (mean over seeds with a ± 1 std band), the executor mix over
 training, the study's summary rows, and the per-agent Shapley credit of its replayed trajectories."""
 
-import polars as pl
 import streamlit as st
 
 from dashboards import charts, queries
 from dashboards.cached import keep_in_url, no_results, project, show_chart, url_choice
 
-MIX_PANELS = 12  # executor-mix panels per page
+METHODS_PER_PAGE = 12  # methods per page of learning curves and executor-mix panels
 
 p = project()
 st.title("Studies")
@@ -30,7 +29,15 @@ if splits:
         "Episodes per point", min_value=1, max_value=max(1, n_episodes), value=queries.default_bucket(n_episodes),
         help="Each seed averages the episodes of a bucket first; the curve is the mean over seeds.",
     )
-    curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket))
+    methods = p.query("study_methods", study=study, split=split)
+    shown_methods = None
+    if len(methods) > METHODS_PER_PAGE:  # page the methods: readable charts, and only their partitions read
+        n_pages = -(-len(methods) // METHODS_PER_PAGE)
+        method_page = st.number_input(f"Methods, {METHODS_PER_PAGE} at a time: page (of {n_pages})", min_value=1,
+                                      max_value=n_pages, value=1, key="method_page")
+        shown_methods = methods[(int(method_page) - 1) * METHODS_PER_PAGE: int(method_page) * METHODS_PER_PAGE]
+        st.caption(f"{len(methods)} methods; this page: {', '.join(shown_methods)}.")
+    curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket), methods=shown_methods)
     st.subheader("Learning curves")
     present = {name for name, _, _ in charts.curve_panels(curves)}
     missing = [name for name, _, _ in charts.CURVE_PANELS if name not in present] if curves.height else []
@@ -40,20 +47,13 @@ if splits:
     with st.expander("Learning-curve data"):
         st.dataframe(curves, hide_index=True, width="stretch", key="curves_table")
 
-    mix = p.query("executor_mix", study=study, split=split, bucket=int(bucket))
+    mix = p.query("executor_mix", study=study, split=split, bucket=int(bucket), methods=shown_methods)
     st.subheader("Executor mix over training")
     if mix.is_empty():
         st.caption("No step of this study names an executor.")
     else:
         st.caption("Share of steps (all seeds pooled) in which each executor was asked; a step asking several "
                    "executors counts for each.")
-        mix_methods = mix["method"].unique(maintain_order=True).to_list()
-        if len(mix_methods) > MIX_PANELS:
-            n_pages = -(-len(mix_methods) // MIX_PANELS)
-            mix_page = st.number_input(f"Methods {MIX_PANELS} at a time: page (of {n_pages})", min_value=1,
-                                       max_value=n_pages, value=1, key="mix_page")
-            shown = mix_methods[(int(mix_page) - 1) * MIX_PANELS: int(mix_page) * MIX_PANELS]
-            mix = mix.filter(pl.col("method").is_in(shown))
         show_chart(charts.executor_mix_figure(mix), "mix_chart", f"{study}_{split}_executor_mix")
         with st.expander("Executor-mix data"):
             st.dataframe(mix, hide_index=True, width="stretch", key="mix_table")
