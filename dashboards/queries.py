@@ -541,14 +541,28 @@ def paper_tables(metrics_dir: Path) -> dict[str, pl.DataFrame]:
                 "difference": None if diff is None else float(diff),
                 "relative difference %": rel,
                 "charted": rel is not None and ours is not None and comparable(row["metric"]),
+                "not charted because": _why_not_charted(row["metric"], paper, ours),
                 "paper (as given)": None if paper is not None else _text(row["paper"]),
                 "ours (as given)": None if ours is not None else _text(row["ours"]),
             })
         out[study] = pl.DataFrame(table, schema={
             "metric": pl.String, "provenance": pl.String, "paper": pl.Float64, "ours": pl.Float64, "difference": pl.Float64,
-            "relative difference %": pl.Float64, "charted": pl.Boolean, "paper (as given)": pl.String, "ours (as given)": pl.String,
+            "relative difference %": pl.Float64, "charted": pl.Boolean, "not charted because": pl.String,
+            "paper (as given)": pl.String, "ours (as given)": pl.String,
         })
     return out
+
+
+def _why_not_charted(metric: str, paper: float | None, ours: float | None) -> str | None:
+    if paper is None:
+        return "the paper's value is worded or not a number"
+    if ours is None:
+        return "ours is not a number"
+    if paper == 0:
+        return "the paper's value is 0 (no relative difference)"
+    if not comparable(metric):
+        return "a spread, test statistic or count"
+    return None
 
 
 def within_summary(table: pl.DataFrame, within: float = WITHIN) -> tuple[int, int]:

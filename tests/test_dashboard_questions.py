@@ -261,6 +261,10 @@ def test_paper_page_charts_comparable_quantities_only(app, synthetic_project: Pa
     assert bar["x"][k] == pytest.approx(charts.symlog(8800.0)) and bar["text"][k] == "+8800.0%"  # symmetric log
     gain = bar["y"].index(f"{GAME}.gain")
     assert bar["x"][gain] == pytest.approx(np.log10(1 + 3.0)) and bar["x"][gain] > 0.1 * bar["x"][k]  # not flattened
+    table = next(df.value for df in at.dataframe if "not charted because" in df.value.columns
+                 and df.value["metric"].iloc[0].startswith(GAME)).set_index("metric")
+    assert table.loc[f"{GAME}.helps", "not charted because"] == "the paper's value is 0 (no relative difference)"
+    assert table.loc[f"{GAME}.gain_std", "not charted because"] == "a spread, test statistic or count"
     worded = next(df.value for df in at.dataframe if "the paper says" in df.value.columns)
     assert worded.set_index("metric").loc[f"{GAME}.claim", "the paper says"] == "positive, unbounded"
     assert worded.set_index("metric").loc[f"{GAME}.claim", "ours"] == "2.5"
