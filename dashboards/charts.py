@@ -127,7 +127,7 @@ def _add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: i
                 kind: str, legendrank: int) -> None:
     custom = [
         [r["method"], r["operating_point"], r["study"], r["n_seeds"], _short_runs(r["run_ids"]), r["kind"],
-         _interval(r, "accuracy", ".4f"), _interval(r, "cost", ".3g"), r["calls_per_item"], r.get("verifier", "")]
+         interval_text(r, "accuracy", ".4f"), interval_text(r, "cost", ".3g"), r["calls_per_item"], r.get("verifier", "")]
         for r in g.iter_rows(named=True)
     ]
     acc_err, cost_err = _ci_errors(g, "accuracy", "accuracy"), _ci_errors(g, "cost_per_item_usd", "cost")
@@ -148,7 +148,7 @@ def _add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: i
     ))
 
 
-def _interval(row: dict, prefix: str, fmt: str) -> str:
+def interval_text(row: dict, prefix: str, fmt: str) -> str:
     """`[low, high]` of the point's 95 % bootstrap interval, or `(no interval)`."""
     lo, hi = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
     return "(no interval)" if lo is None or hi is None else f"[{lo:{fmt}}, {hi:{fmt}}]"

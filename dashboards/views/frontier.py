@@ -91,7 +91,7 @@ if steps:
                   help="95 % item-level bootstrap interval below (none when the study wrote no item outcomes).")
         b3.metric("Its cost per item", f"${best['cost_per_item_usd']:.3g}")
         st.caption(f"Accuracy interval: {'(none: no item-level outcomes)' if lo is None else f'[{lo:.2%}, {hi:.2%}]'}; "
-                   f"cost interval: {charts._interval(best, 'cost', '.3g')}. Study `{best['study']}`, kind `{best['kind']}`.")
+                   f"cost interval: {charts.interval_text(best, 'cost', '.3g')}. Study `{best['study']}`, kind `{best['kind']}`.")
 
 # ---------------------------------------------------------------------------------------------
 if summary and dataset == main_dataset:
