@@ -1,7 +1,8 @@
 """delegation-lab dashboard: `streamlit run dashboards/app.py` (or `dlab dashboard`).
 
-Four pages over the project's results, all read-only through DuckDB views
-(delegation_lab.store.connect): Frontier, Studies, Trajectories, Paper vs reproduction. The project
+Five pages over the project's results, all read-only through DuckDB views
+(delegation_lab.store.connect): Frontier, Studies, Trajectories, Compare, Paper vs reproduction.
+Filters live in the URL (st.query_params), so a view can be shared by its address. The project
 root is `DLAB_ROOT`, else the current working directory.
 """
 
@@ -25,12 +26,15 @@ PAGES = [
     st.Page("views/frontier.py", title="Frontier", icon=":material/scatter_plot:", default=True),
     st.Page("views/studies.py", title="Studies", icon=":material/science:", url_path="studies"),
     st.Page("views/trajectories.py", title="Trajectories", icon=":material/manage_search:", url_path="trajectories"),
+    st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("views/paper.py", title="Paper vs reproduction", icon=":material/article:", url_path="paper"),
 ]
 
 page = st.navigation(PAGES)
 with st.sidebar:
     st.caption(f"Project root: `{project_root()}`  \n(set `DLAB_ROOT` to look at another one)")
+    st.radio("Figure download format", ["svg", "png"], key="download_format", horizontal=True,
+             help="What the camera button of every chart saves.")
 try:
     page.run()
 except (duckdb.Error, OSError) as e:  # a file half-copied by hand, a permission problem: say so, no traceback

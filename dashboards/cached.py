@@ -71,3 +71,73 @@ def frontier_summary(root: str, stamp: str) -> dict | None:
 
 def no_results(p: Project, what: str) -> None:
     st.info(NO_RESULTS.format(root=f"`{p.root}`", what=what), icon=":material/info:")
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters kept in the URL (st.query_params), so a view can be shared by its address
+
+
+def url_choice(key: str, options: list, default: Any = None, multi: bool = False, cast: Any = str) -> None:
+    """Seed the widget state `key` from the URL on first use (else `default`); drop a value the
+    options no longer offer. The widget itself is created with `key=key` and no default."""
+    if key in st.session_state:
+        value = st.session_state[key]
+        if multi:  # a list none of whose values is offered any more (another dataset): back to the default
+            kept = [v for v in value if v in options]
+            st.session_state[key] = kept if kept or not value else [v for v in (default or []) if v in options]
+        elif value not in options:
+            st.session_state[key] = default if default in options else (options[0] if options else None)
+        return
+    if multi:
+        wanted = [_cast(v, cast) for v in st.query_params.get_all(key)] if key in st.query_params else list(default or [])
+        st.session_state[key] = [v for v in wanted if v in options]
+    else:
+        wanted = _cast(st.query_params[key], cast) if key in st.query_params else default
+        st.session_state[key] = wanted if wanted in options else (default if default in options else (options[0] if options else None))
+
+
+def _cast(value: str, cast: Any) -> Any:
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def keep_in_url(**values: Any) -> None:
+    """Write the page's filters to the URL (a None or empty value removes its key)."""
+    for key, value in values.items():
+        if value is None or value == []:
+            st.query_params.pop(key, None)
+        elif isinstance(value, list | tuple):
+            st.query_params[key] = [str(v) for v in value]
+        else:
+            st.query_params[key] = str(value)
+
+
+def show_chart(fig: Any, key: str, name: str) -> None:
+    """st.plotly_chart with the camera button downloading `name`.svg or .png (the sidebar's choice)."""
+    from dashboards.charts import plot_config
+
+    fmt = st.session_state.get("download_format", "svg")
+    st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt))
+
+
+@dataclass(frozen=True)
+class Settings:
+    intervals: Any  # evaluation.intervals of params.yaml: the compare page's bootstrap
+    ui_url: str  # tracking.ui_url: where MLflow run links point
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def settings(root: str, stamp: str) -> Settings:
+    """What the dashboard reads from the project's params.yaml; the models' defaults when the file is
+    absent or does not validate (a results folder copied without it)."""
+    from delegation_lab.config import TrackingParams, load_params
+    from delegation_lab.errors import ConfigError
+    from delegation_lab.evaluation.params import IntervalParams
+
+    try:
+        params = load_params(Path(root) / "params.yaml")
+        return Settings(params.evaluation.intervals, params.tracking.ui_url)
+    except (ConfigError, OSError):
+        return Settings(IntervalParams(), TrackingParams().ui_url)

@@ -53,16 +53,30 @@ def _short_runs(run_ids: str, keep: int = 3) -> str:
     return shown + (f" … (+{len(runs) - keep} more)" if len(runs) > keep else "")
 
 
-def frontier_figure(points: pl.DataFrame) -> go.Figure:
-    """Cost per item (log x) vs accuracy: one colour per method, marker by kind, the item-level
-    bootstrap intervals as error bars, the Pareto front as a step line, the oracle as a gold star."""
+BASELINE_COLORS = {"single": "#222222", "cascade": "#555555", "mixture": "#b0b0b0", "oracle": ORACLE_COLOR}
+
+
+def study_colors(studies: list[str]) -> dict[str, str]:
+    """A stable colour per study (baselines are black/grey by kind, not here)."""
+    others = [s for s in sorted(set(studies)) if s != "baselines"]
+    return {s: PALETTE[k % len(PALETTE)] for k, s in enumerate(others)}
+
+
+def point_label(study: str, method: str) -> str:
+    return method if study in ("baselines", "(none)") else f"{study}/{method}"
+
+
+def frontier_figure(points: pl.DataFrame, *, highlight: frozenset[str] | set[str] = frozenset(),
+                    colors: dict[str, str] | None = None, title: str = "") -> go.Figure:
+    """Cost per item (log x) vs accuracy: colour by study, marker by kind, the item-level bootstrap
+    intervals as error bars, the Pareto front (the `on_pareto` column) as a step line, the oracle as
+    a gold star. `highlight` (labels `study/method`, or the method for baselines) enlarges and names
+    those points and dims the rest."""
     fig = go.Figure()
-    drawn = points.filter(pl.col("cost_per_item_usd") > 0)
-    order = sorted(
-        drawn.select("method", "kind", "study").unique(maintain_order=True).iter_rows(),
-        key=lambda r: (KIND_ORDER.index(r[1]) if r[1] in KIND_ORDER else 0, r[2], r[0]),
-    )
-    colors = method_colors([m for m, _, _ in order])
+    drawn = points.filter(pl.col("cost_per_item_usd") > 0).with_columns(
+        pl.struct("study", "method").map_elements(lambda r: point_label(r["study"], r["method"]), return_dtype=pl.String).alias("label")
+    ) if points.height else points.with_columns(pl.lit("").alias("label"))
+    colors = colors or study_colors(drawn["study"].unique().to_list())
     front = drawn.filter(pl.col("on_pareto")).sort("cost_per_item_usd")
     if front.height:
         fig.add_trace(go.Scatter(
@@ -70,50 +84,71 @@ def frontier_figure(points: pl.DataFrame) -> go.Figure:
             line={"shape": "hv", "color": "#333", "width": 1.5, "dash": "dash"},
             name="Pareto front", hoverinfo="skip", legendrank=1,
         ))
-    seen: set[tuple[str, str]] = set()
-    for method, kind, study in order:
-        if (method, study) in seen:
-            continue
-        seen.add((method, study))
-        g = drawn.filter((pl.col("method") == method) & (pl.col("study") == study))
+    dim = bool(highlight)
+    groups = sorted(
+        drawn.select("study", "kind").unique().iter_rows(),
+        key=lambda r: (r[0] != "baselines", r[0], KIND_ORDER.index(r[1]) if r[1] in KIND_ORDER else 99),
+    )
+    for study, kind in groups:
+        g = drawn.filter((pl.col("study") == study) & (pl.col("kind") == kind))
         symbol, size, opacity = KIND_MARKER.get(kind, ("circle", 10, 0.9))
-        label = method if study in ("baselines", "(none)") else f"{study}/{method}"
-        custom = [
-            [r["method"], r["operating_point"], r["study"], r["n_seeds"], _short_runs(r["run_ids"]), r["kind"],
-             _interval(r, "accuracy", ".4f"), _interval(r, "cost", ".3g"), r["calls_per_item"], r.get("verifier", "")]
-            for r in g.iter_rows(named=True)
-        ]
-        acc_err, cost_err = _ci_errors(g, "accuracy", "accuracy"), _ci_errors(g, "cost_per_item_usd", "cost")
+        if study != "baselines" and kind == "study":
+            symbol = "circle"
+        color = BASELINE_COLORS.get(kind, "#222") if study == "baselines" else colors.get(study, "#777")
+        name = f"baseline: {kind}" if study == "baselines" else (study if kind == "study" else f"{study}: {kind}")
+        if study == "baselines" and kind == "oracle":
+            name = "oracle"
+        _add_points(fig, g, name, symbol, size, 0.25 if dim else opacity, color, kind,
+                    legendrank=2 if kind == "oracle" else 10 + (KIND_ORDER.index(kind) if kind in KIND_ORDER else 50))
+    marked = drawn.filter(pl.col("label").is_in(list(highlight))) if highlight else drawn.head(0)
+    if marked.height:
         fig.add_trace(go.Scatter(
-            x=g["cost_per_item_usd"].to_list(), y=g["accuracy"].to_list(), mode="markers", name=label,
-            marker={"symbol": symbol, "size": size, "color": colors[method], "opacity": opacity,
-                    "line": {"width": 1, "color": "#222"} if kind == "oracle" else {"width": 0}},
-            error_x={"type": "data", **cost_err, "visible": kind != "mixture", "thickness": 1, "width": 3},
-            error_y={"type": "data", **acc_err, "visible": kind != "mixture", "thickness": 1, "width": 3},
-            customdata=custom,
-            hovertemplate=(
-                "<b>%{customdata[0]}</b> (%{customdata[5]})<br>operating point: %{customdata[1]}"
-                "<br>study: %{customdata[2]}<br>accuracy: %{y:.4f} %{customdata[6]}"
-                "<br>cost/item: $%{x:.3~g} %{customdata[7]}<br>calls/item: %{customdata[8]:.2f}"
-                "<br>verifier: %{customdata[9]}<br>seeds: %{customdata[3]}<br>MLflow runs: %{customdata[4]}<extra></extra>"
-            ),
-            legendrank=2 if kind == "oracle" else 10 + KIND_ORDER.index(kind) if kind in KIND_ORDER else 100,
+            x=marked["cost_per_item_usd"].to_list(), y=marked["accuracy"].to_list(), mode="markers+text",
+            text=[f"{lab}@{op}" if op != "default" else lab for lab, op in marked.select("label", "operating_point").iter_rows()],
+            textposition="top center", textfont={"size": 11}, name="highlighted", hoverinfo="skip", legendrank=3,
+            marker={"symbol": "circle-open", "size": 18, "color": "#000", "line": {"width": 2.5}},
         ))
     oracle = drawn.filter(pl.col("kind") == "oracle")
     if oracle.height:
         fig.add_hline(y=oracle["accuracy"].max(), line={"dash": "dot", "color": ORACLE_COLOR, "width": 1},
                       annotation_text="oracle (upper bound)", annotation_position="top left")
     fig.update_layout(
-        height=620, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        height=620, margin={"l": 10, "r": 10, "t": 50 if title else 30, "b": 10},
+        title={"text": title, "x": 0.01} if title else None,
         xaxis={"type": "log", "title": "cost per item (US$, log scale)", **dollar_ticks(drawn["cost_per_item_usd"].to_list())},
-        yaxis={"title": "accuracy", "tickformat": ".0%"},
-        legend={"title": {"text": "method"}, "itemsizing": "constant"},
+        yaxis={"title": "accuracy (error bars: item-level bootstrap interval)", "tickformat": ".0%"},
+        legend={"title": {"text": "study / kind"}, "itemsizing": "constant"},
         hoverlabel={"align": "left"},
     )
     return fig
 
 
-def _interval(row: dict, prefix: str, fmt: str) -> str:
+def _add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: int, opacity: float, color: str,
+                kind: str, legendrank: int) -> None:
+    custom = [
+        [r["method"], r["operating_point"], r["study"], r["n_seeds"], _short_runs(r["run_ids"]), r["kind"],
+         interval_text(r, "accuracy", ".4f"), interval_text(r, "cost", ".3g"), r["calls_per_item"], r.get("verifier", "")]
+        for r in g.iter_rows(named=True)
+    ]
+    acc_err, cost_err = _ci_errors(g, "accuracy", "accuracy"), _ci_errors(g, "cost_per_item_usd", "cost")
+    fig.add_trace(go.Scatter(
+        x=g["cost_per_item_usd"].to_list(), y=g["accuracy"].to_list(), mode="markers", name=name,
+        marker={"symbol": symbol, "size": size, "color": color, "opacity": opacity,
+                "line": {"width": 1, "color": "#222"} if kind == "oracle" else {"width": 0}},
+        error_x={"type": "data", **cost_err, "visible": kind != "mixture", "thickness": 1, "width": 3},
+        error_y={"type": "data", **acc_err, "visible": kind != "mixture", "thickness": 1, "width": 3},
+        customdata=custom,
+        hovertemplate=(
+            "<b>%{customdata[0]}</b> (%{customdata[5]})<br>operating point: %{customdata[1]}"
+            "<br>study: %{customdata[2]}<br>accuracy: %{y:.4f} %{customdata[6]}"
+            "<br>cost/item: $%{x:.3~g} %{customdata[7]}<br>calls/item: %{customdata[8]:.2f}"
+            "<br>verifier: %{customdata[9]}<br>seeds: %{customdata[3]}<br>MLflow runs: %{customdata[4]}<extra></extra>"
+        ),
+        legendrank=legendrank,
+    ))
+
+
+def interval_text(row: dict, prefix: str, fmt: str) -> str:
     """`[low, high]` of the point's 95 % bootstrap interval, or `(no interval)`."""
     lo, hi = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
     return "(no interval)" if lo is None or hi is None else f"[{lo:{fmt}}, {hi:{fmt}}]"
@@ -151,16 +186,23 @@ CURVE_PANELS = [
 ]
 
 
+def curve_panels(curves: pl.DataFrame) -> list[tuple[str, str, str]]:
+    """The panels a study's curves can fill: a metric whose values are all null (a study whose steps
+    record no `correct` or `cost_usd`, e.g. history_game) gets no panel."""
+    return [p for p in CURVE_PANELS if f"{p[0]}_mean" in curves.columns and curves[f"{p[0]}_mean"].null_count() < curves.height]
+
+
 def learning_curve_figure(curves: pl.DataFrame) -> go.Figure:
-    """Three panels (return, accuracy, cost per episode): mean over seeds, band = ± 1 std."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t, _ in CURVE_PANELS], horizontal_spacing=0.07)
+    """One panel per recorded metric (return, accuracy, cost per episode): mean over seeds, band = ± 1 std."""
+    panels = curve_panels(curves) or CURVE_PANELS[:1]
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for _, t, _ in panels], horizontal_spacing=0.07)
     methods = curves["method"].unique(maintain_order=True).to_list()
     colors = method_colors(methods)
-    for col, (metric, _, fmt) in enumerate(CURVE_PANELS, start=1):
+    for col, (metric, _, fmt) in enumerate(panels, start=1):
         for method in methods:
-            g = curves.filter(pl.col("method") == method).sort("episode")
+            g = curves.filter((pl.col("method") == method) & pl.col(f"{metric}_mean").is_not_null()).sort("episode")
             x = g["episode"].to_list()
-            mean, std = g[f"{metric}_mean"].to_list(), g[f"{metric}_std"].to_list()
+            mean, std = g[f"{metric}_mean"].to_list(), g[f"{metric}_std"].fill_null(0.0).to_list()
             lo = [m - s for m, s in zip(mean, std, strict=True)]
             hi = [m + s for m, s in zip(mean, std, strict=True)]
             fig.add_trace(go.Scatter(
@@ -177,21 +219,29 @@ def learning_curve_figure(curves: pl.DataFrame) -> go.Figure:
         fig.update_xaxes(title_text="episode", row=1, col=col)
         if fmt:
             fig.update_yaxes(tickformat=fmt, row=1, col=col)
-    fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    fig.update_layout(height=420 + 18 * (len(methods) // 6), margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"orientation": "h", "y": -0.2, "title": {"text": "method"}})
     return fig
 
 
+PANEL_PX = 260  # height of one executor-mix panel
+GAP_PX = 70  # room between panel rows for the titles and the x-axis label
+
+
 def executor_mix_figure(mix: pl.DataFrame) -> go.Figure:
-    """One panel per method: share of steps asking each executor, over training."""
+    """One panel per method: share of steps asking each executor, over training. The figure grows
+    with the number of methods and the spacing between rows is a fixed number of pixels, so any
+    number of panels fits (plotly needs spacing < 1 / (rows - 1))."""
     methods = mix["method"].unique(maintain_order=True).to_list()
     executors = sorted(mix["executor"].unique().to_list())
     colors = method_colors(executors, EXECUTOR_PALETTE)  # not the methods' colours: another meaning
     dashes = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]  # overlapping shares stay visible
     cols = min(len(methods), 3) or 1
     rows = math.ceil(len(methods) / cols) or 1
+    height = PANEL_PX * rows + GAP_PX * (rows - 1) + 80
+    spacing = GAP_PX / height if rows > 1 else 0.0
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=methods, shared_yaxes=True,
-                        vertical_spacing=0.18 if rows > 1 else 0.1, horizontal_spacing=0.05)
+                        vertical_spacing=spacing, horizontal_spacing=0.05)
     for k, method in enumerate(methods):
         r, c = divmod(k, cols)
         for executor in executors:
@@ -206,7 +256,7 @@ def executor_mix_figure(mix: pl.DataFrame) -> go.Figure:
             ), row=r + 1, col=c + 1)
         fig.update_xaxes(title_text="episode", row=r + 1, col=c + 1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05])
-    fig.update_layout(height=300 * rows + 60, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"title": {"text": "executor"}})
     return fig
 
@@ -215,21 +265,53 @@ def _shown(fig: go.Figure) -> set[str]:
     return {t.name for t in fig.data if t.showlegend}
 
 
+PROVENANCE_COLORS = {"computed": "#1f77b4", "calibrated": "#ff7f0e", "setting": "#9e9e9e"}
+SYMLOG_TICKS = [0, 1, 5, 20, 100, 1000, 10000]  # percent
+
+
+def symlog(percent: float) -> float:
+    """A symmetric-log position for a relative difference in percent: linear near 0, log beyond,
+    so a +8,800 % row does not flatten the ± 5 % ones."""
+    return math.copysign(math.log10(1 + abs(percent)), percent)
+
+
 def paper_figure(table: pl.DataFrame) -> go.Figure:
-    """Relative difference of ours from the paper, per numeric metric (0 = reproduced exactly)."""
-    rows = table.filter(pl.col("relative difference %").is_not_null())
+    """Relative difference of ours from the paper for the charted (comparable) rows, coloured by
+    provenance (computed / calibrated / setting), on a symmetric-log axis with the ± 5 % band
+    shaded; each bar says its value."""
+    rows = table.filter(pl.col("charted"))
     rel = rows["relative difference %"].to_list()
-    fig = go.Figure(go.Bar(
-        x=rel, y=rows["metric"].to_list(), orientation="h",
-        marker={"color": ["#2a9d8f" if abs(v) <= 5 else "#e76f51" if abs(v) > 20 else "#e9c46a" for v in rel]},
-        customdata=list(zip(rows["paper"].to_list(), rows["ours"].to_list(), strict=True)),
-        hovertemplate="<b>%{y}</b><br>paper %{customdata[0]:.4g}<br>ours %{customdata[1]:.4g}"
-                      "<br>difference %{x:+.1f}%<extra></extra>",
-    ))
+    provenance = rows["provenance"].to_list()
+    fig = go.Figure()
+    fig.add_vrect(x0=symlog(-5), x1=symlog(5), fillcolor="#2a9d8f", opacity=0.12, line_width=0)
+    for kind in PROVENANCE_COLORS:
+        idx = [i for i, p in enumerate(provenance) if p == kind]
+        if not idx:
+            continue
+        fig.add_trace(go.Bar(
+            x=[symlog(rel[i]) for i in idx], y=[rows["metric"][i] for i in idx], orientation="h", name=kind,
+            marker={"color": PROVENANCE_COLORS[kind]}, text=[f"{rel[i]:+.1f}%" for i in idx], textposition="outside",
+            cliponaxis=False,
+            customdata=[[rows["paper"][i], rows["ours"][i], rel[i]] for i in idx],
+            hovertemplate="<b>%{y}</b><br>paper %{customdata[0]:.4g}<br>ours %{customdata[1]:.4g}"
+                          "<br>difference %{customdata[2]:+.1f}%<extra>" + kind + "</extra>",
+        ))
     fig.add_vline(x=0, line={"color": "#333", "width": 1})
+    reach = max([abs(v) for v in rel] + [20.0])
+    ticks = [t for t in SYMLOG_TICKS if t <= reach * 1.5]
+    values = sorted({symlog(-t) for t in ticks} | {symlog(t) for t in ticks})
+    labels = [f"{math.copysign(10 ** abs(v) - 1, v):+.0f}%" if v else "0" for v in values]
     fig.update_layout(
-        height=max(220, 34 * rows.height + 90), margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis={"title": "(ours − paper) / |paper|, %", "ticksuffix": "%", "zeroline": False},
-        yaxis={"autorange": "reversed"},
+        height=max(220, 26 * rows.height + 110), margin={"l": 10, "r": 40, "t": 30, "b": 10}, barmode="overlay",
+        showlegend=True,
+        xaxis={"title": "(ours − paper) / |paper|, % (symmetric-log axis; shaded: within 5 %)", "zeroline": False,
+               "tickvals": values, "ticktext": labels, "range": [symlog(-reach) * 1.15, symlog(reach) * 1.15]},
+        yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": rows["metric"].to_list()},
+        legend={"title": {"text": "provenance"}, "orientation": "h", "y": 1.02, "yanchor": "bottom"},
     )
     return fig
+
+
+def plot_config(name: str, fmt: str = "svg") -> dict:
+    """Plotly's config: the camera button downloads the figure as `fmt` (svg or png) named `name`."""
+    return {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1}}

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import polars as pl
 
+from delegation_lab.frontier import pareto_mask
 from delegation_lab.paper import read_all
 
 NONE_LABEL = "(none)"  # how a NULL dataset / solver set / split shows in a filter
@@ -63,21 +66,38 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | No
 # Frontier
 
 
+SOLVER_SET = "array_to_string(list_sort(string_split(solver_set, ',')), ',')"  # `B,A` and `A,B` are one set
+
+
 def frontier_options(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """Distinct datasets, solver sets and studies of the frontier table (NULL shown as (none))."""
+    """Distinct datasets, verifiers (without the oracle's), solver sets (order-free) and studies of
+    the frontier table (NULL shown as (none))."""
     return {
-        column: _values(
-            con, f"SELECT DISTINCT coalesce({column}, '{NONE_LABEL}') AS v FROM frontier ORDER BY v"
-        )
-        for column in ("dataset", "solver_set", "study")
+        "dataset": _values(con, f"SELECT DISTINCT coalesce(dataset, '{NONE_LABEL}') AS v FROM frontier ORDER BY v"),
+        "verifier": _values(con, f"SELECT DISTINCT coalesce(verifier, '{NONE_LABEL}') AS v FROM frontier "
+                                 "WHERE coalesce(verifier, '') <> 'oracle' ORDER BY v"),
+        "solver_set": _values(con, f"SELECT DISTINCT coalesce({SOLVER_SET}, '{NONE_LABEL}') AS v FROM frontier ORDER BY v"),
+        "study": _values(con, f"SELECT DISTINCT coalesce(study, '{NONE_LABEL}') AS v FROM frontier ORDER BY v"),
+    }
+
+
+def frontier_dataset_options(con: duckdb.DuckDBPyConnection, dataset: str) -> dict[str, list[str]]:
+    """Verifiers, solver sets and studies present on one dataset."""
+    where = f"coalesce(dataset, '{NONE_LABEL}') = $d"
+    return {
+        "verifier": _values(con, f"SELECT DISTINCT coalesce(verifier, '{NONE_LABEL}') AS v FROM frontier "
+                                 f"WHERE {where} AND coalesce(verifier, '') <> 'oracle' ORDER BY v", {"d": dataset}),
+        "solver_set": _values(con, f"SELECT DISTINCT coalesce({SOLVER_SET}, '{NONE_LABEL}') AS v FROM frontier WHERE {where} ORDER BY v", {"d": dataset}),
+        "study": _values(con, f"SELECT DISTINCT coalesce(study, '{NONE_LABEL}') AS v FROM frontier WHERE {where} ORDER BY v", {"d": dataset}),
     }
 
 
 def frontier_points(
-    con: duckdb.DuckDBPyConnection, datasets: list[str], solver_sets: list[str], studies: list[str]
+    con: duckdb.DuckDBPyConnection, dataset: str, verifier: str, solver_sets: list[str], studies: list[str]
 ) -> pl.DataFrame:
-    """The frontier rows passing the filters, cheapest first."""
-    return _frame(
+    """The frontier rows of one dataset and verifier (plus the baseline oracle, whose verifier is
+    `oracle`) passing the filters, cheapest first, with `on_pareto` recomputed on these points."""
+    points = _frame(
         con,
         f"""
         SELECT method, operating_point, coalesce(study, '{NONE_LABEL}') AS study, kind,
@@ -86,16 +106,62 @@ def frontier_points(
                accuracy_ci_low, accuracy_ci_high, cost_ci_low, cost_ci_high,
                coalesce(verifier, '{NONE_LABEL}') AS verifier,
                coalesce(dataset, '{NONE_LABEL}') AS dataset,
-               coalesce(solver_set, '{NONE_LABEL}') AS solver_set,
-               coalesce(run_ids, '') AS run_ids, on_pareto
+               coalesce({SOLVER_SET}, '{NONE_LABEL}') AS solver_set,
+               coalesce(run_ids, '') AS run_ids, on_pareto AS on_pareto_all,
+               row_number() OVER () AS file_row
         FROM frontier
-        WHERE list_contains($datasets, coalesce(dataset, '{NONE_LABEL}'))
-          AND list_contains($solver_sets, coalesce(solver_set, '{NONE_LABEL}'))
+        WHERE coalesce(dataset, '{NONE_LABEL}') = $dataset
+          AND (coalesce(verifier, '{NONE_LABEL}') = $verifier OR (verifier = 'oracle' AND study = 'baselines'))
+          AND list_contains($solver_sets, coalesce({SOLVER_SET}, '{NONE_LABEL}'))
           AND list_contains($studies, coalesce(study, '{NONE_LABEL}'))
-        ORDER BY cost_per_item_usd, accuracy DESC, method, operating_point
+        ORDER BY cost_per_item_usd, accuracy DESC, study, method, operating_point
         """,
-        {"datasets": list(datasets), "solver_sets": list(solver_sets), "studies": list(studies)},
+        {"dataset": dataset, "verifier": verifier, "solver_sets": list(solver_sets), "studies": list(studies)},
     )
+    return with_pareto(points)
+
+
+def with_pareto(points: pl.DataFrame) -> pl.DataFrame:
+    """`on_pareto` recomputed on exactly these points (oracles excluded), with the frontier's own
+    `pareto_mask`: a filter that removes points can put others on the front."""
+    order = points.sort("file_row") if "file_row" in points.columns else points  # ties: the first in file order wins, as in the stage
+    contender = (order["kind"] != "oracle").to_numpy()
+    mask = np.zeros(order.height, dtype=bool)
+    if contender.any():
+        mask[contender] = pareto_mask(order["cost_per_item_usd"].to_numpy()[contender], order["accuracy"].to_numpy()[contender])
+    marked = order.with_columns(pl.Series("on_pareto", mask))
+    if "file_row" not in points.columns:
+        return marked
+    return points.join(marked.select("file_row", "on_pareto"), on="file_row", how="left").drop("file_row")
+
+
+def chart_points(points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(points drawn, study oracles left out): one oracle on the chart, the baselines' (the cheapest
+    correct solver per item); a study's own oracle is the same upper bound under another name."""
+    study_oracle = (pl.col("kind") == "oracle") & (pl.col("study") != "baselines")
+    return points.filter(~study_oracle), points.filter(study_oracle)
+
+
+def best_under_budget(points: pl.DataFrame, budget: float) -> dict[str, Any] | None:
+    """The most accurate point (oracles excluded) costing at most `budget` per item; ties go to the
+    cheaper one. None when nothing is that cheap."""
+    fits = points.filter((pl.col("kind") != "oracle") & (pl.col("cost_per_item_usd") <= budget))
+    if fits.is_empty():
+        return None
+    return fits.sort(["accuracy", "cost_per_item_usd", "study", "method"], descending=[True, False, False, False]).row(0, named=True)
+
+
+def budget_label(cost: float) -> str:
+    return f"${cost:.3g}"
+
+
+def budget_steps(points: pl.DataFrame) -> list[float]:
+    """The budget slider's stops: the costs of the contenders shown, cheapest first; costs that read
+    the same (`budget_label`) are one stop, the largest of them, so the stop admits them all."""
+    stops: dict[str, float] = {}
+    for cost in sorted(points.filter(pl.col("kind") != "oracle")["cost_per_item_usd"].to_list()):
+        stops[budget_label(cost)] = cost
+    return list(stops.values())
 
 
 def frontier_summary(metrics_path: Path) -> dict[str, Any] | None:
@@ -176,10 +242,32 @@ def default_bucket(n_episodes: int, points: int = 100) -> int:
     return max(1, math.ceil(n_episodes / points))
 
 
-def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int) -> pl.DataFrame:
+def study_methods(con: duckdb.DuckDBPyConnection, study: str, split: str) -> list[str]:
+    """Methods with trajectories of a study on a split."""
+    return _values(
+        con,
+        f"SELECT DISTINCT method FROM trajectories WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split ORDER BY method",
+        {"study": study, "split": split},
+    )
+
+
+def _methods_clause(methods: list[str] | None, params: dict[str, Any]) -> str:
+    """`AND method IN ($m0, ...)`: a plain IN list, so DuckDB prunes the other methods' hive
+    partitions (method=*/) instead of reading them."""
+    if methods is None:
+        return ""
+    params.update({f"m{k}": m for k, m in enumerate(methods)})
+    return "AND method IN (" + ", ".join(f"$m{k}" for k in range(len(methods))) + ")" if methods else "AND false"
+
+
+def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int,
+                    methods: list[str] | None = None) -> pl.DataFrame:
     """Per method and episode bucket: mean and std over seeds of the per-episode return (sum of
     reward), accuracy (mean correct) and cost (sum of cost_usd); each seed first averages the
-    episodes of a bucket. `episode` is the first episode of the bucket."""
+    episodes of a bucket. `episode` is the first episode of the bucket. `methods` limits the rows
+    (None: every method)."""
+    params: dict[str, Any] = {"study": study, "split": split, "bucket": int(bucket)}
+    only = _methods_clause(methods, params)
     return _frame(
         con,
         f"""
@@ -189,7 +277,7 @@ def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, buck
                    avg(CAST(correct AS DOUBLE)) AS episode_accuracy,
                    sum(cost_usd) AS episode_cost
             FROM trajectories
-            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split
+            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split {only}
             GROUP BY method, seed, episode
         ), per_bucket AS (
             SELECT method, seed, (episode // $bucket) * $bucket AS episode,
@@ -206,20 +294,24 @@ def learning_curves(con: duckdb.DuckDBPyConnection, study: str, split: str, buck
         GROUP BY method, episode
         ORDER BY method, episode
         """,
-        {"study": study, "split": split, "bucket": int(bucket)},
+        params,
     )
 
 
-def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int) -> pl.DataFrame:
+def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket: int,
+                 methods: list[str] | None = None) -> pl.DataFrame:
     """Per method, episode bucket and executor: the share of steps (all seeds pooled) in which the
-    executor was asked. A step asking several executors counts for each, so shares may sum past 1."""
+    executor was asked. A step asking several executors counts for each, so shares may sum past 1.
+    `methods` limits the rows (None: every method)."""
+    params: dict[str, Any] = {"study": study, "split": split, "bucket": int(bucket)}
+    only = _methods_clause(methods, params)
     return _frame(
         con,
         f"""
         WITH steps AS (
             SELECT method, (episode // $bucket) * $bucket AS episode, executors
             FROM trajectories
-            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split
+            WHERE study = $study AND coalesce(split, '{NONE_LABEL}') = $split {only}
         ), totals AS (
             SELECT method, episode, count(*) AS n_steps FROM steps GROUP BY method, episode
         ), asked AS (
@@ -231,7 +323,7 @@ def executor_mix(con: duckdb.DuckDBPyConnection, study: str, split: str, bucket:
         GROUP BY a.method, a.episode, a.executor
         ORDER BY a.method, a.executor, a.episode
         """,
-        {"study": study, "split": split, "bucket": int(bucket)},
+        params,
     )
 
 
@@ -312,14 +404,27 @@ def trajectory_seeds(con: duckdb.DuckDBPyConnection, study: str, method: str | N
 
 
 def trajectory_items(
-    con: duckdb.DuckDBPyConnection, study: str, method: str | None = None, seed: int | None = None, limit: int = 5000
-) -> list[str]:
+    con: duckdb.DuckDBPyConnection, study: str, method: str | None = None, seed: int | None = None,
+    search: str = "", limit: int = 200,
+) -> tuple[list[str], int]:
+    """(item ids containing `search` (case-insensitive), the first `limit` in order; how many match)."""
     where, params = _where(study, method, seed)
-    return _values(
+    params["pattern"] = f"%{search.strip()}%"
+    found = _frame(
         con,
-        f"SELECT DISTINCT item_id FROM trajectories WHERE {where} AND item_id IS NOT NULL ORDER BY item_id LIMIT {int(limit)}",
+        f"""SELECT item_id, count(*) OVER () AS n FROM (
+                SELECT DISTINCT item_id FROM trajectories
+                WHERE {where} AND item_id IS NOT NULL AND item_id ILIKE $pattern)
+            ORDER BY item_id LIMIT {int(limit)}""",
         params,
     )
+    return found["item_id"].to_list(), int(found["n"][0]) if found.height else 0
+
+
+def item_runs(con: duckdb.DuckDBPyConnection, study: str, item_id: str) -> pl.DataFrame:
+    """(method, seed, steps) of every run of a study that visited the item."""
+    where, params = _where(study, item_id=item_id)
+    return _frame(con, f"SELECT method, seed, count(*) AS steps FROM trajectories WHERE {where} GROUP BY ALL ORDER BY method, seed", params)
 
 
 def count_steps(
@@ -403,29 +508,68 @@ def pretty_extra(extra: str | None) -> Any:
 # Paper vs reproduction
 
 
+PROVENANCE = ("computed", "calibrated", "setting")
+# a last key segment naming a spread, a test statistic or a count: not a quantity whose relative
+# difference from the paper means anything
+NOT_COMPARABLE = re.compile(r"(^|_)(std|sd|stderr|se)$|(^|_)p(_|$)|p_?value|wilcoxon|^count$|^n$|^n_|^seeds_|_count$")
+WITHIN = 5.0  # percent: "reproduced" in the per-study summary
+
+
+def comparable(metric: str) -> bool:
+    """Whether a paper-vs-ours row is a quantity worth a relative difference (not a std, p-value or count)."""
+    return not NOT_COMPARABLE.search(metric.rsplit(".", 1)[-1])
+
+
 def paper_tables(metrics_dir: Path) -> dict[str, pl.DataFrame]:
-    """Per study: metric | paper | ours | difference | relative difference (ours vs paper, in % of
-    |paper|), from every metrics/<study>.json carrying paper figures. Values that are not numbers
-    (text, lists, a missing measurement) go to the "as given" text columns."""
+    """Per study: metric | provenance | paper | ours | difference | relative difference (ours vs paper,
+    in % of |paper|) | charted, from every metrics/<study>.json carrying paper figures. Values that
+    are not numbers (worded claims, lists) go to the "as given" text columns; `charted` is true for a
+    comparable quantity (not a std, p-value or count) with a non-zero numeric paper value."""
     out = {}
     for study, rows in read_all(metrics_dir).items():
         table = []
         for row in rows:
             paper, ours, diff = _number(row["paper"]), _number(row["ours"]), row["difference"]
+            provenance = row.get("provenance", "computed")
+            provenance = provenance.get("kind", "computed") if isinstance(provenance, dict) else str(provenance)
+            rel = 100.0 * diff / abs(paper) if diff is not None and paper else None
             table.append({
                 "metric": row["metric"],
+                "provenance": provenance,
                 "paper": paper,
                 "ours": ours,
                 "difference": None if diff is None else float(diff),
-                "relative difference %": 100.0 * diff / abs(paper) if diff is not None and paper else None,
+                "relative difference %": rel,
+                "charted": rel is not None and ours is not None and comparable(row["metric"]),
+                "not charted because": _why_not_charted(row["metric"], paper, ours),
                 "paper (as given)": None if paper is not None else _text(row["paper"]),
                 "ours (as given)": None if ours is not None else _text(row["ours"]),
             })
         out[study] = pl.DataFrame(table, schema={
-            "metric": pl.String, "paper": pl.Float64, "ours": pl.Float64, "difference": pl.Float64,
-            "relative difference %": pl.Float64, "paper (as given)": pl.String, "ours (as given)": pl.String,
+            "metric": pl.String, "provenance": pl.String, "paper": pl.Float64, "ours": pl.Float64, "difference": pl.Float64,
+            "relative difference %": pl.Float64, "charted": pl.Boolean, "not charted because": pl.String,
+            "paper (as given)": pl.String, "ours (as given)": pl.String,
         })
     return out
+
+
+def _why_not_charted(metric: str, paper: float | None, ours: float | None) -> str | None:
+    if paper is None:
+        return "the paper's value is worded or not a number"
+    if ours is None:
+        return "ours is not a number"
+    if paper == 0:
+        return "the paper's value is 0 (no relative difference)"
+    if not comparable(metric):
+        return "a spread, test statistic or count"
+    return None
+
+
+def within_summary(table: pl.DataFrame, within: float = WITHIN) -> tuple[int, int]:
+    """(n, m): of the m charted rows computed by us (not calibrated to the paper, not a setting read
+    back), n lie within `within` % of the paper."""
+    mine = table.filter(pl.col("charted") & (pl.col("provenance") == "computed"))
+    return int((mine["relative difference %"].abs() <= within).sum()), mine.height
 
 
 def _number(value: Any) -> float | None:
@@ -436,3 +580,47 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value if isinstance(value, str) else json.dumps(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compare: two points' item-level outcomes (results/outcomes/<study>.parquet)
+
+
+def outcome_points(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every point with item-level outcomes: study, method, operating point, split, dataset, verifier,
+    seeds and items."""
+    return _frame(
+        con,
+        """
+        SELECT study, method, operating_point, split, dataset, verifier,
+               count(DISTINCT seed) AS n_seeds, count(DISTINCT item_id) AS n_items
+        FROM outcomes GROUP BY ALL ORDER BY dataset, split, study, method, operating_point
+        """,
+    )
+
+
+def point_outcomes(con: duckdb.DuckDBPyConnection, study: str, method: str, operating_point: str, split: str) -> pl.DataFrame:
+    """seed, item_id, correct, cost_usd of one point, in (seed, item) order."""
+    return _frame(
+        con,
+        """SELECT seed, item_id, correct, cost_usd FROM outcomes
+           WHERE study = $study AND method = $method AND operating_point = $op AND split = $split
+           ORDER BY seed, item_id""",
+        {"study": study, "method": method, "op": operating_point, "split": split},
+    )
+
+
+def point_runs(con: duckdb.DuckDBPyConnection, study: str, method: str, operating_point: str, split: str) -> list[str]:
+    """The MLflow runs behind a point (its summary rows' run ids)."""
+    return _values(
+        con,
+        """SELECT DISTINCT run_id FROM summaries
+           WHERE study = $study AND method = $method AND operating_point = $op AND split = $split AND run_id IS NOT NULL
+           ORDER BY run_id""",
+        {"study": study, "method": method, "op": operating_point, "split": split},
+    )
+
+
+def mlflow_run_url(ui_url: str, run_id: str) -> str:
+    """The MLflow UI's page of a run (its `#/runs/<id>` route redirects to the run's experiment)."""
+    return f"{ui_url.rstrip('/')}/#/runs/{run_id}"

@@ -16,6 +16,7 @@ import pytest
 
 from delegation_lab.config import FrontierParams
 from delegation_lab.data.items import Item, items_frame
+from delegation_lab.evaluation.outcomes import read_outcomes, write_outcomes
 from delegation_lab.frontier import DEFAULT_VERIFIER, build_frontier
 from delegation_lab.store import CREDIT_SCHEMA, TrajectoryWriter, connect, frontier_path, write_summaries
 from delegation_lab.tables import (
@@ -38,6 +39,10 @@ EPISODES = 6
 STEPS = 4
 STUDY = "management"
 SUMMARY_ONLY = "market"
+CROWD = "crowd"  # many methods: the executor-mix chart needs more panel rows than a fixed spacing allows
+GAME = "game"  # steps without `correct` or `cost_usd` (like history_game), on splits train and eval
+CROWD_METHODS = [f"m{k:02d}" for k in range(21)]
+ENV_STUDY, ENV_DATASET = "envsim", "sim_env"  # a study on its own task: a second frontier dataset
 PAPER_METRICS = {
     STUDY: {
         "paper": {"dqn_map": {"late_return_mean": 27.56, "accuracy": 0.9}},
@@ -45,10 +50,18 @@ PAPER_METRICS = {
         "random": {"late_return_mean": 11.0},
     }
 }
+GAME_PAPER = {  # spreads, p-values, counts, a zero and a worded claim: none of them charted
+    GAME: {
+        "paper": {"gain": 10.0, "gain_std": 0.1, "wilcoxon_p": 0.01, "history": {"count": 5}, "helps": 0.0,
+                  "big": 1.0, "claim": "positive, unbounded"},
+        "gain": 10.3, "gain_std": 0.9, "wilcoxon_p": 0.02, "history": {"count": 5}, "helps": 0.0, "big": 89.0, "claim": 2.5,
+    }
+}
 PAGES = {
     "frontier": "views/frontier.py",
     "studies": "views/studies.py",
     "trajectories": "views/trajectories.py",
+    "compare": "views/compare.py",
     "paper": "views/paper.py",
 }
 
@@ -70,7 +83,7 @@ def build_project(root: Path) -> Path:
         write_parquet_atomic(items_frame(rows), layout.items(split))
 
     now = datetime(2025, 1, 1, tzinfo=UTC)
-    labels, truth = [], {}
+    labels, truth, outcomes = [], {}, []
     for solver, (acc, cost) in SOLVERS.items():
         answers = []
         for item in items["ability"] + items["train"] + items["test"]:
@@ -109,13 +122,43 @@ def build_project(root: Path) -> Path:
                             "calls": 1 if step != 3 else 2, "extra": {"q": round(0.1 * step, 1), "episode": episode},
                         })
                 writer.add(method, seed, rows)
+                held_out = []  # item-level outcomes on test: the frontier's intervals and the compare page
+                for item in items["test"]:
+                    solver = "A" if method == "dqn_map" and int(item.item_id[2:]) % 3 == 0 else "BC"[(m + seed + int(item.item_id[2:])) % 2]
+                    held_out.append({"study": STUDY, "method": method, "operating_point": "default", "seed": seed,
+                                     "split": "test", "dataset": "synthetic", "verifier": DEFAULT_VERIFIER.name,
+                                     "item_id": item.item_id, "correct": float(truth[(solver, item.item_id)]),
+                                     "cost_usd": SOLVERS[solver][1]})
+                outcomes += held_out
                 summaries.append({
                     "study": STUDY, "method": method, "seed": seed, "split": "test", "operating_point": "default",
-                    "accuracy": 0.7 + 0.1 * m + 0.02 * seed, "cost_per_item_usd": 0.0005 + 0.0003 * m + 0.00001 * seed,
+                    "accuracy": float(np.mean([o["correct"] for o in held_out])),
+                    "cost_per_item_usd": float(np.mean([o["cost_usd"] for o in held_out])),
                     "calls_per_item": 1.0, "return": 20.0 + seed, "n_items": 12, "dataset": "synthetic",
-                    "solver_set": "A,B,C", "run_id": f"run-{method}-{seed}", "verifier": DEFAULT_VERIFIER.name,
+                    "solver_set": "A,B,C" if m == 0 else "C,B,A", "run_id": f"run-{method}-{seed}", "verifier": DEFAULT_VERIFIER.name,
                 })
     write_summaries(layout, STUDY, summaries)
+    write_outcomes(layout, STUDY, pl.DataFrame(outcomes))
+    with TrajectoryWriter(layout, CROWD) as writer:
+        for k, method in enumerate(CROWD_METHODS):
+            writer.add(method, 0, [
+                {"episode": e, "step": 0, "split": "train", "item_id": items["train"][e].item_id, "action": "ABC"[(k + e) % 3],
+                 "executors": ["ABC"[(k + e) % 3]], "correct": True, "cost_usd": 0.001, "reward": 1.0, "calls": 1, "extra": None}
+                for e in range(3)
+            ])
+    with TrajectoryWriter(layout, GAME) as writer:
+        for method in ("spe", "markov"):
+            for split in ("train", "eval"):
+                writer.add(method, 0 if split == "train" else 1, [
+                    {"episode": e, "step": t, "split": split, "item_id": None, "action": "Yes" if (e + t) % 2 else "Null",
+                     "executors": [], "correct": None, "cost_usd": None, "reward": float(e - t), "calls": 0, "extra": None}
+                    for e in range(4) for t in range(2)
+                ])
+    env = [{"study": ENV_STUDY, "method": f"planner{k}", "seed": 0, "split": "test", "operating_point": "default",
+            "accuracy": 0.3 + 0.1 * k, "cost_per_item_usd": 0.01 * (1 + k % 2) * (1 + k), "calls_per_item": 2.0,
+            "n_items": 50, "dataset": ENV_DATASET, "solver_set": None, "run_id": f"env-{k}", "verifier": "environment"}
+           for k in range(3)]
+    write_summaries(layout, ENV_STUDY, env)
     credit = [  # `dlab credit` rows: per attempt and agent, the replayed Shapley credit
         {"study": STUDY, "method": method, "seed": seed, "split": "test", "episode": episode, "step": 0, "rollout": 0,
          "item_id": f"te{episode:03d}", "agent": agent, "role": "solver",
@@ -132,14 +175,16 @@ def build_project(root: Path) -> Path:
         for seed in range(3) for r in (0, 1)
     ]
     write_summaries(layout, SUMMARY_ONLY, market)
-    summaries += market
+    summaries += market + env
 
     params = FrontierParams(mixture_points=3)
     labeled = read_labeled_answers(layout).filter(pl.col("split") == params.split)
-    table, metrics = build_frontier(labeled, pl.DataFrame(summaries), params, "synthetic")
+    table, metrics = build_frontier(labeled, pl.DataFrame(summaries), params, "synthetic",
+                                    outcomes=read_outcomes(root / "results" / "outcomes"))
     write_parquet_atomic(table, frontier_path(layout))
     write_json_atomic({"dataset": "synthetic", "split": params.split, **metrics}, layout.metrics("frontier"))
     write_json_atomic(PAPER_METRICS, layout.metrics(STUDY))
+    write_json_atomic(GAME_PAPER, layout.metrics(GAME))
     return root
 
 
@@ -187,12 +232,18 @@ TABLES = {
     "item_steps_table": ({"episode", "step", "executors"}, {"method"}),
     "answers_table": ({"solver", "parsed_answer"}, set()),
     "paper_table": ({"metric", "paper", "ours", "difference"}, set()),
+    "compare_table": ({"quantity", "A − B", "p-value"}, set()),
+    "disagreements_table": ({"item_id", "correct_a", "follow A"}, set()),
+    "paper_overview": ({"study", "rows"}, {"metric"}),
     "credit_table": ({"mean_credit", "positive_share", "agent"}, set()),
 }
 
 
 def frame(at, key: str):
     """The pandas frame behind the app's st.dataframe(key=...)."""
+    keyed = [df.value for df in at.dataframe if getattr(df, "key", None) == key]
+    if keyed:
+        return keyed[0]
     has, lacks = TABLES[key]
     found = [df.value for df in at.dataframe if has <= set(df.value.columns) and not lacks & set(df.value.columns)]
     assert len(found) == 1, f"{len(found)} dataframes look like {key!r}"
@@ -205,15 +256,24 @@ def widget(widgets, label: str):
     return found[0]
 
 
+MAIN = "SELECT * FROM frontier WHERE dataset = 'synthetic' AND NOT (kind = 'oracle' AND study <> 'baselines')"
+
+
 def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     at = open_page(app, "frontier")
-    for label in ("Dataset", "Solver set", "Study"):
+    assert widget(at.selectbox, "Dataset").value == "synthetic"  # the cached answers' dataset (metrics/frontier.json)
+    assert widget(at.selectbox, "Dataset").options == [ENV_DATASET, "synthetic"]
+    assert widget(at.selectbox, "Verifier").value == DEFAULT_VERIFIER.name
+    for label in ("Solver set", "Study"):
         assert widget(at.multiselect, label).value, f"{label} should start with everything selected"
     assert widget(at.multiselect, "Study").value == ["baselines", STUDY, SUMMARY_ONLY]
+    assert "A,B,C" in widget(at.multiselect, "Solver set").options
+    assert "C,B,A" not in widget(at.multiselect, "Solver set").options  # one set, whatever the order
+    assert "synthetic" in at.title[0].value and "test split" in at.title[0].value
 
-    expected = sql(synthetic_project, "SELECT count(*) AS n, sum(on_pareto::INT) AS k FROM frontier").row(0, named=True)
+    expected = sql(synthetic_project, f"SELECT count(*) AS n, sum(on_pareto::INT) AS k FROM ({MAIN})").row(0, named=True)
     assert int(metric(at, "Points shown")) == expected["n"]
-    assert int(metric(at, "On the Pareto front")) == expected["k"]
+    assert int(metric(at, "On the Pareto front")) == expected["k"]  # all points shown: the stage's own front
     oracle = sql(synthetic_project, "SELECT accuracy, cost_per_item_usd FROM frontier WHERE kind = 'oracle'").row(0, named=True)
     assert metric(at, "Oracle accuracy") == f"{oracle['accuracy']:.2%}"
     assert metric(at, "Oracle cost per item") == f"${oracle['cost_per_item_usd']:.3g}"
@@ -221,6 +281,7 @@ def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     points = frame(at, "points_table")
     assert len(points) == expected["n"]
     assert set(points["method"]) >= {"always-A", "always-C", "oracle", "dqn_map", "random", "vickrey"}
+    assert ENV_STUDY not in set(points["study"])  # another task: another frontier
     dqn = points[points["method"] == "dqn_map"].iloc[0]
     direct = sql(synthetic_project, "SELECT accuracy, accuracy_std, n_seeds, run_ids FROM frontier WHERE method = 'dqn_map'").row(0, named=True)
     assert dqn["accuracy"] == pytest.approx(direct["accuracy"])
@@ -238,42 +299,70 @@ def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     charts = at.get("plotly_chart")
     assert len(charts) == 1
     figure = json.loads(charts[0].proto.spec)
-    names = {t.get("name") for t in figure["data"]}
-    assert {"oracle", "always-A", "Pareto front", f"{STUDY}/dqn_map"} <= names
+    assert json.loads(charts[0].proto.config)["toImageButtonOptions"]["format"] == "svg"
+    names = [t.get("name") for t in figure["data"]]
+    assert {"oracle", "baseline: single", "Pareto front", STUDY, SUMMARY_ONLY} <= set(names)
+    assert len(names) == len(set(names)), "one legend entry per study and kind"
     oracle_trace = next(t for t in figure["data"] if t.get("name") == "oracle")
-    assert oracle_trace["marker"]["symbol"] == "star"
+    assert oracle_trace["marker"]["symbol"] == "star" and len(oracle_trace["x"]) == 1
     assert figure["layout"]["xaxis"]["type"] == "log"
-    dqn_trace = next(t for t in figure["data"] if t.get("name") == f"{STUDY}/dqn_map")
-    method, op, study, n_seeds, runs = dqn_trace["customdata"][0][:5]
+    assert "synthetic" in figure["layout"]["title"]["text"] and "test split" in figure["layout"]["title"]["text"]
+    study_trace = next(t for t in figure["data"] if t.get("name") == STUDY)
+    k = next(i for i, c in enumerate(study_trace["customdata"]) if c[0] == "dqn_map")
+    method, op, study, n_seeds, runs = study_trace["customdata"][k][:5]
     assert (method, op, study, n_seeds) == ("dqn_map", "default", STUDY, 2)
     assert runs == "run-dqn_map-0, run-dqn_map-1"
-    assert "MLflow runs: %{customdata[4]}" in dqn_trace["hovertemplate"]
-    # error bars are the item-level bootstrap interval (none here: the fixture study wrote no outcomes)
-    ci = sql(synthetic_project, """SELECT coalesce(accuracy_ci_high - accuracy, 0) AS up, coalesce(accuracy - accuracy_ci_low, 0) AS down
+    assert "MLflow runs: %{customdata[4]}" in study_trace["hovertemplate"]
+    # error bars are the item-level bootstrap interval of results/frontier.parquet
+    ci = sql(synthetic_project, """SELECT accuracy_ci_high - accuracy AS up, accuracy - accuracy_ci_low AS down,
+                                          cost_ci_high - cost_per_item_usd AS right
                                    FROM frontier WHERE method = 'dqn_map'""").row(0, named=True)
-    assert dqn_trace["error_y"]["array"][0] == pytest.approx(ci["up"]) and dqn_trace["error_y"]["arrayminus"][0] == pytest.approx(ci["down"])
-    always_a = next(t for t in figure["data"] if t.get("name") == "always-A")
+    assert ci["up"] > 0 and study_trace["error_y"]["array"][k] == pytest.approx(ci["up"])
+    assert study_trace["error_y"]["arrayminus"][k] == pytest.approx(ci["down"])
+    assert study_trace["error_x"]["array"][k] == pytest.approx(ci["right"])
+    single = next(t for t in figure["data"] if t.get("name") == "baseline: single")
+    always_a = single["customdata"].index(next(c for c in single["customdata"] if c[0] == "always-A"))
     ci = sql(synthetic_project, "SELECT accuracy_ci_high - accuracy AS up FROM frontier WHERE method = 'always-A'").row(0, named=True)
-    assert ci["up"] > 0 and always_a["error_y"]["array"][0] == pytest.approx(ci["up"])
+    assert ci["up"] > 0 and single["error_y"]["array"][always_a] == pytest.approx(ci["up"])
     pareto = next(t for t in figure["data"] if t.get("name") == "Pareto front")
     assert len(pareto["x"]) == expected["k"]
     assert pareto["x"] == sorted(pareto["x"])
 
 
-def test_frontier_filter_narrows_points(app, synthetic_project: Path) -> None:
+# a point is on the front of the shown points iff no other shown contender costs no more and is at
+# least as accurate, one of the two strictly (the definition, in SQL)
+PARETO_SQL = """
+    WITH shown AS ({shown}), c AS (SELECT * FROM shown WHERE kind <> 'oracle')
+    SELECT method, operating_point, study FROM c x
+    WHERE NOT EXISTS (SELECT 1 FROM c y WHERE y.cost_per_item_usd <= x.cost_per_item_usd AND y.accuracy >= x.accuracy
+                      AND (y.cost_per_item_usd < x.cost_per_item_usd OR y.accuracy > x.accuracy))
+      AND NOT EXISTS (SELECT 1 FROM c y WHERE y.cost_per_item_usd = x.cost_per_item_usd AND y.accuracy = x.accuracy
+                      AND (y.study, y.method, y.operating_point) < (x.study, x.method, x.operating_point))
+    ORDER BY study, method, operating_point"""
+
+
+def test_frontier_filter_recomputes_the_pareto_front(app, synthetic_project: Path) -> None:
     at = open_page(app, "frontier")
     widget(at.multiselect, "Study").set_value([STUDY]).run()
     assert not at.exception
-    n = sql(synthetic_project, "SELECT count(*) AS n FROM frontier WHERE study = $s", s=STUDY)["n"][0]
+    shown = f"SELECT * FROM frontier WHERE study = '{STUDY}'"
+    n = sql(synthetic_project, f"SELECT count(*) AS n FROM ({shown})")["n"][0]
     assert n == 2
     assert int(metric(at, "Points shown")) == n
-    assert set(frame(at, "points_table")["method"]) == {"dqn_map", "random"}
+    points = frame(at, "points_table")
+    assert set(points["method"]) == {"dqn_map", "random"}
     assert len(frame(at, "methods_table")) == 2
+    front = sql(synthetic_project, PARETO_SQL.format(shown=shown))
+    assert not sql(synthetic_project, f"SELECT bool_or(on_pareto) AS any FROM ({shown})")["any"][0], "off the full front"
+    assert front.height == 1  # ...but the cheaper of the two leads once the baselines are hidden
+    assert sorted(points[points["on_pareto"]]["method"]) == front["method"].to_list()
+    assert int(metric(at, "On the Pareto front")) == front.height
 
 
 def test_studies_page_learning_curves_match_duckdb(app, synthetic_project: Path) -> None:
     at = open_page(app, "studies")
-    assert widget(at.selectbox, "Study").value == STUDY
+    assert widget(at.selectbox, "Study").value == CROWD  # the first study in name order
+    widget(at.selectbox, "Study").set_value(STUDY).run()
     assert widget(at.selectbox, "Split").value == "train"
     widget(at.number_input, "Episodes per point").set_value(1).run()
     assert not at.exception
@@ -308,6 +397,7 @@ def test_studies_page_learning_curves_match_duckdb(app, synthetic_project: Path)
 
 def test_studies_page_shows_per_agent_credit(app, synthetic_project: Path) -> None:
     at = open_page(app, "studies")
+    widget(at.selectbox, "Study").set_value(STUDY).run()
     table = frame(at, "credit_table")
     direct = sql(synthetic_project, """
         WITH s AS (SELECT method, agent, seed, avg(credit) c, avg((credit > 0)::DOUBLE) pos FROM credit
@@ -326,6 +416,7 @@ def test_studies_page_shows_per_agent_credit(app, synthetic_project: Path) -> No
 
 def test_studies_page_buckets_episodes(app, synthetic_project: Path) -> None:
     at = open_page(app, "studies")
+    widget(at.selectbox, "Study").set_value(STUDY).run()
     widget(at.number_input, "Episodes per point").set_value(3).run()
     assert not at.exception
     curves = frame(at, "curves_table")
@@ -341,7 +432,7 @@ def test_studies_page_buckets_episodes(app, synthetic_project: Path) -> None:
 
 def test_studies_page_with_summaries_only(app, synthetic_project: Path) -> None:
     at = open_page(app, "studies")
-    assert widget(at.selectbox, "Study").options == [STUDY, SUMMARY_ONLY]
+    assert widget(at.selectbox, "Study").options == sorted([CROWD, ENV_STUDY, GAME, STUDY, SUMMARY_ONLY])
     widget(at.selectbox, "Study").set_value(SUMMARY_ONLY).run()
     assert not at.exception
     assert any("no trajectories" in i.value for i in at.info)
@@ -356,8 +447,10 @@ def test_studies_page_with_summaries_only(app, synthetic_project: Path) -> None:
 
 def test_trajectories_page_pages_and_follows_an_item(app, synthetic_project: Path) -> None:
     at = open_page(app, "trajectories")
-    for label in ("Study", "Method", "Seed", "Item", "Rows per page", "Method to follow", "Seed to follow", "Item to follow"):
+    widget(at.selectbox, "Study").set_value(STUDY).run()
+    for label in ("Study", "Method", "Seed", "Rows per page", "Method to follow", "Seed to follow"):
         widget(at.selectbox, label)
+    widget(at.text_input, "Search item id")
     total = len(METHODS) * len(SEEDS) * EPISODES * STEPS
     assert metric(at, "Steps matching") == f"{total:,}"
     first = frame(at, "steps_table")
@@ -367,8 +460,8 @@ def test_trajectories_page_pages_and_follows_an_item(app, synthetic_project: Pat
     widget(at.number_input, "Page (of 4)").set_value(2).run()
     assert not at.exception
     page2 = frame(at, "steps_table")
-    direct = sql(synthetic_project, """SELECT method, seed, episode, step FROM trajectories
-                             ORDER BY method, seed, episode, step LIMIT 25 OFFSET 25""")
+    direct = sql(synthetic_project, """SELECT method, seed, episode, step FROM trajectories WHERE study = $s
+                             ORDER BY method, seed, episode, step LIMIT 25 OFFSET 25""", s=STUDY)
     assert len(page2) == 25
     assert list(page2["episode"]) == direct["episode"].to_list()
     assert list(page2["method"]) == direct["method"].to_list()
@@ -380,12 +473,19 @@ def test_trajectories_page_pages_and_follows_an_item(app, synthetic_project: Pat
     assert widget(at.selectbox, "Method to follow").value == "random"
     assert widget(at.selectbox, "Seed to follow").value == 1
 
-    item = widget(at.selectbox, "Item to follow").value
+    # one item selection: the search finds it, the steps table and "follow one item" both use it
+    item = sql(synthetic_project, """SELECT min(item_id) AS i FROM trajectories
+                                     WHERE study = $s AND method = 'random' AND seed = 1""", s=STUDY)["i"][0]
+    widget(at.text_input, "Search item id").set_value(item).run()
+    assert not at.exception
+    picker = next(w for w in at.selectbox if w.label.startswith("Item ("))
+    assert picker.value == item and picker.label.startswith("Item (1 match")
     steps = frame(at, "item_steps_table")
     direct = sql(synthetic_project, """SELECT episode, step, correct, cost_usd FROM trajectories
                              WHERE study = $s AND method = 'random' AND seed = 1 AND item_id = $i
                              ORDER BY episode, step""", s=STUDY, i=item)
     assert len(steps) == direct.height > 0
+    assert metric(at, "Steps matching") == str(direct.height)
     assert list(steps["episode"]) == direct["episode"].to_list()
     assert list(steps["cost_usd"]) == pytest.approx(direct["cost_usd"].to_list())
     answers = frame(at, "answers_table")
@@ -394,21 +494,29 @@ def test_trajectories_page_pages_and_follows_an_item(app, synthetic_project: Pat
     assert list(answers.sort_values("solver")["correct"]) == direct_labels["correct"].to_list()
     shown = at.get("json")
     assert shown and json.loads(shown[0].proto.body)["episode"] == direct["episode"][0]
+    assert at.query_params["item"] == [item] or at.query_params["item"] == item
+
+
+def paper_frames(at) -> dict:
+    """study -> the pandas frame of its paper-vs-ours table."""
+    return {df.value["metric"].iloc[0].split(".")[0]: df.value for df in at.dataframe
+            if {"metric", "paper", "ours", "difference"} <= set(df.value.columns) and len(df.value)}
 
 
 def test_paper_page_shows_paper_and_ours(app) -> None:
     at = open_page(app, "paper")
-    table = frame(at, "paper_table")
+    table = paper_frames(at)[STUDY]
     by_metric = table.set_index("metric")
     assert set(by_metric.index) == {f"{STUDY}.dqn_map.late_return_mean", f"{STUDY}.dqn_map.accuracy"}
     assert by_metric.loc[f"{STUDY}.dqn_map.late_return_mean", "paper"] == pytest.approx(27.56)
     assert by_metric.loc[f"{STUDY}.dqn_map.late_return_mean", "ours"] == pytest.approx(27.1)
     assert by_metric.loc[f"{STUDY}.dqn_map.late_return_mean", "difference"] == pytest.approx(27.1 - 27.56)
     assert by_metric.loc[f"{STUDY}.dqn_map.accuracy", "relative difference %"] == pytest.approx(100 * (0.85 - 0.9) / 0.9)
-    charts = at.get("plotly_chart")
-    assert len(charts) == 1
-    bars = json.loads(charts[0].proto.spec)["data"][0]
-    assert sorted(bars["y"]) == [f"{STUDY}.dqn_map.accuracy", f"{STUDY}.dqn_map.late_return_mean"]
+    assert set(by_metric["provenance"]) == {"computed"}
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 2  # management and game
+    bars = next(c for c in charts if any(f"{STUDY}." in y for t in c["data"] for y in t["y"]))
+    assert sorted(y for t in bars["data"] for y in t["y"]) == [f"{STUDY}.dqn_map.accuracy", f"{STUDY}.dqn_map.late_return_mean"]
 
 
 def test_new_results_show_up_without_restart(synthetic_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -419,12 +527,12 @@ def test_new_results_show_up_without_restart(synthetic_project: Path, tmp_path: 
     shutil.copytree(synthetic_project, copy)
     monkeypatch.setenv("DLAB_ROOT", str(copy))
     at = open_page(AppTest.from_file(APP, default_timeout=60), "paper")
-    assert frame(at, "paper_table").set_index("metric").loc[f"{STUDY}.dqn_map.late_return_mean", "ours"] == pytest.approx(27.1)
+    assert paper_frames(at)[STUDY].set_index("metric").loc[f"{STUDY}.dqn_map.late_return_mean", "ours"] == pytest.approx(27.1)
     changed = json.loads(json.dumps(PAPER_METRICS))
     changed[STUDY]["dqn_map"]["late_return_mean"] = 30.5
     write_json_atomic(changed, Layout(copy).metrics(STUDY))
     at.run()
-    assert frame(at, "paper_table").set_index("metric").loc[f"{STUDY}.dqn_map.late_return_mean", "ours"] == pytest.approx(30.5)
+    assert paper_frames(at)[STUDY].set_index("metric").loc[f"{STUDY}.dqn_map.late_return_mean", "ours"] == pytest.approx(30.5)
 
 
 def test_unreadable_results_give_a_clear_error(synthetic_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

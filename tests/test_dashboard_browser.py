@@ -1,9 +1,12 @@
-"""The dashboard in a real browser: `streamlit run` serves the synthetic project, Debian's headless
-Chromium loads every page, the frontier chart and its legend render, no page shows an exception.
-Screenshots land in test-artifacts/ (git-ignored): dashboard_frontier.png and one per other page."""
+"""The dashboard in a real browser: `streamlit run` serves a project, Debian's headless Chromium
+loads every page, the frontier chart and its legend render, no page shows an exception — and every
+study x split and every frontier dataset renders on the synthetic project, the default results and
+a replay-dataset smoke run. Screenshots and per-view load times (dashboard_timings_<project>.json)
+land in test-artifacts/ (git-ignored)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -14,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -22,7 +26,7 @@ from tests.test_dashboard import STUDY, build_project
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
-PAGES = {"frontier": "", "studies": "studies", "trajectories": "trajectories", "paper": "paper"}
+PAGES = {"frontier": "", "studies": f"studies?study={STUDY}", "trajectories": "trajectories", "compare": "compare", "paper": "paper"}
 
 pytestmark = pytest.mark.slow
 
@@ -55,30 +59,47 @@ def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 6
     raise AssertionError(f"streamlit did not answer /_stcore/health within {timeout:.0f} s:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
-    """`streamlit run dashboards/app.py` on a free port over a synthetic project; always stopped."""
-    root = build_project(tmp_path_factory.mktemp("browser") / "project")
-    port = free_port()
-    log = root.parent / "streamlit.log"
-    env = {**os.environ, "DLAB_ROOT": str(root), "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "streamlit", "run", "dashboards/app.py", "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, proc, log)
-        yield url
-    finally:
-        proc.terminate()
+class Server:
+    """`streamlit run dashboards/app.py` on a free port over `root`; `stop()` always ends it."""
+
+    def __init__(self, root: Path, log: Path) -> None:
+        self.root, self.log, port = root, log, free_port()
+        env = {**os.environ, "DLAB_ROOT": str(root), "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "streamlit", "run", "dashboards/app.py", "--server.headless", "true",
+               "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=15)
+            wait_healthy(self.url, self.proc, log)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-    assert proc.returncode is not None
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def synthetic_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_project(tmp_path_factory.mktemp("browser") / "project")
+
+
+@pytest.fixture(scope="module")
+def server(synthetic_root: Path):
+    """The dashboard over the synthetic project; always stopped."""
+    srv = Server(synthetic_root, synthetic_root.parent / "streamlit.log")
+    try:
+        yield srv.url
+    finally:
+        srv.stop()
+    assert srv.proc.returncode is not None
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -115,7 +136,7 @@ def test_pages_render_in_chromium(server: str) -> None:
             for name, path in PAGES.items():
                 page.goto(f"{server}/{path}", wait_until="domcontentloaded")
                 page.wait_for_selector("h1", timeout=30_000)
-                if name == "trajectories":
+                if name in ("trajectories", "compare"):
                     page.wait_for_selector("[data-testid='stDataFrame']", timeout=30_000)
                 else:
                     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
@@ -125,22 +146,26 @@ def test_pages_render_in_chromium(server: str) -> None:
                 if name == "frontier":
                     assert "frontier" in heading.lower()
                     legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
-                    assert {"always-A", "oracle", "Pareto front", f"{STUDY}/dqn_map"} <= legend, legend
+                    assert {"baseline: single", "oracle", "Pareto front", STUDY} <= legend, legend
                     assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 19
-                    assert page.get_by_text("Points shown").count() == 1
+                    assert page.get_by_text("Points shown", exact=True).count() == 1
+                    assert page.get_by_text("Best under budget", exact=True).count() == 1
                     shot = ARTIFACTS / "dashboard_frontier.png"
                 elif name == "studies":
                     assert page.locator(".js-plotly-plot").count() == 2  # learning curves, executor mix
                     legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
                     assert {"dqn_map", "random", "A", "B", "C"} <= legend, legend
                     shot = ARTIFACTS / "dashboard_studies.png"
+                elif name == "compare":
+                    assert page.get_by_text("Accuracy A − B", exact=True).count() == 1
+                    shot = ARTIFACTS / "dashboard_compare.png"
                 elif name == "trajectories":
                     assert page.get_by_text("Follow one item").count() == 1
                     assert page.locator("[data-testid='stDataFrame']").count() >= 3  # steps, answers, item steps
                     shot = ARTIFACTS / "dashboard_trajectories.png"
                 else:
-                    assert page.locator(".js-plotly-plot").count() == 1
-                    assert page.get_by_text(f"{STUDY} · metrics/{STUDY}.json").count() == 1
+                    assert page.locator(".js-plotly-plot").count() == 2  # management and game
+                    assert page.get_by_text(f"{STUDY} · metrics/{STUDY}.json", exact=False).count() == 1
                     shot = ARTIFACTS / "dashboard_paper.png"
                 page.screenshot(path=str(shot), full_page=True)
                 assert_nontrivial_png(shot)
@@ -162,7 +187,7 @@ def test_frontier_with_chromium_command_line(server: str) -> None:
         if "main-svg" in html:
             break
     assert "js-plotly-plot" in html and "main-svg" in html, "the frontier chart did not render"
-    for name in ("always-A", "oracle", "Pareto front"):
+    for name in ("baseline: single", "oracle", "Pareto front"):
         assert f'data-unformatted="{name}"' in html, f"legend entry {name!r} missing"
     assert 'data-testid="stException"' not in html
 
@@ -171,3 +196,131 @@ def test_frontier_with_chromium_command_line(server: str) -> None:
     run = subprocess.run([*base, f"--screenshot={shot}", f"{server}/"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
     assert_nontrivial_png(shot)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every study x split and every frontier dataset, on the synthetic project, the default results
+# (this checkout's, when `dvc repro` made them) and a replay-dataset smoke run
+
+
+def views(root: Path) -> list[tuple[str, str]]:
+    """(name, path?query) of every page view the results hold: the frontier of each dataset, the
+    studies page of each study x split (and each study with summaries only), the other pages once."""
+    from delegation_lab.store import connect
+    from delegation_lab.tables import Layout
+
+    con = connect(Layout(root))
+    try:
+        datasets = [r[0] for r in con.sql("SELECT DISTINCT dataset FROM frontier WHERE dataset IS NOT NULL ORDER BY 1").fetchall()]
+        pairs = con.sql("SELECT DISTINCT study, coalesce(split, '(none)') FROM trajectories ORDER BY ALL").fetchall()
+        summary_only = [r[0] for r in con.sql("""SELECT DISTINCT study FROM summaries
+                                                  WHERE study NOT IN (SELECT study FROM trajectories) ORDER BY 1""").fetchall()]
+    finally:
+        con.close()
+    out = [(f"frontier:{d}", "?" + urlencode({"dataset": d})) for d in datasets]
+    out += [(f"studies:{st}:{sp}", "studies?" + urlencode({"study": st, "split": sp})) for st, sp in pairs]
+    out += [(f"studies:{st}", "studies?" + urlencode({"study": st})) for st in summary_only]
+    out += [(name, path) for name, path in (("trajectories", "trajectories"), ("compare", "compare"), ("paper", "paper"))]
+    return out
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the streamlit server has used: on a busy machine a
+    fairer page cost than wall time. NaN where /proc is absent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the page's script run is over (Streamlit's own e2e signal: the app root's
+    `data-test-script-state` turns `notRunning` after the run of a fresh load) and nothing is stale."""
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
+    page.wait_for_selector("h1", timeout=timeout_ms)
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=timeout_ms)
+
+
+def visit_every_view(root: Path, label: str) -> dict[str, dict[str, float]]:
+    """Load every view of `root` in Chromium; fail on any exception element or traceback text.
+    Returns each view's wall seconds to settle and the server's CPU seconds for it (written to
+    test-artifacts/dashboard_timings_<label>.json; a record, not a timed test)."""
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    srv = Server(root, ARTIFACTS / f"streamlit_{label}.log")
+    timings: dict[str, dict[str, float]] = {}
+    failures: list[str] = []
+    try:
+        with sync_api.sync_playwright() as pw:
+            try:
+                browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
+            except sync_api.Error as e:
+                pytest.skip(f"Playwright cannot drive {executable}: {e}")
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1200})
+                for name, path in views(root):
+                    start, cpu = time.monotonic(), server_cpu(srv.proc.pid)
+                    page.goto(f"{srv.url}/{path}", wait_until="domcontentloaded")
+                    settle(page)
+                    timings[name] = {"wall_s": round(time.monotonic() - start, 2),
+                                     "server_cpu_s": round(server_cpu(srv.proc.pid) - cpu, 2)}
+                    page.wait_for_timeout(300)  # Plotly's first draw
+                    exceptions = page.locator("[data-testid='stException']").count()
+                    body = page.locator("body").inner_text()
+                    if exceptions or "Traceback (most recent call last)" in body:
+                        failures.append(f"{name}: {exceptions} exception element(s): {body[:600]!r}")
+                        page.screenshot(path=str(ARTIFACTS / f"dashboard_{label}_{name.replace(':', '_')}.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        srv.stop()
+        (ARTIFACTS / f"dashboard_timings_{label}.json").write_text(json.dumps(timings, indent=1))
+    assert not failures, "\n".join(failures)
+    assert timings, "no view visited"
+    return timings
+
+
+def test_every_view_renders_on_the_synthetic_project(synthetic_root: Path) -> None:
+    timings = visit_every_view(synthetic_root, "synthetic")
+    assert {"frontier:synthetic", "frontier:sim_env", "studies:crowd:train", "studies:game:eval", "compare"} <= set(timings)
+
+
+def test_every_view_renders_on_the_default_results() -> None:
+    if not (REPO / "results" / "frontier.parquet").exists():
+        pytest.skip("no default results in this checkout (run `dvc repro`)")
+    timings = visit_every_view(REPO, "default")
+    assert any(name.startswith("frontier:") for name in timings)
+
+
+def test_every_view_renders_on_a_replay_dataset_smoke_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The whole smoke DAG on a replayed folder (tests/test_replay_any_dataset.py's setup), then every
+    view of its results. DLAB_REPLAY_PROJECT names a project already built that way (saves the DAG)."""
+    built = os.environ.get("DLAB_REPLAY_PROJECT")
+    root = Path(built) if built else build_replay_project(tmp_path_factory.mktemp("replay") / "p")
+    timings = visit_every_view(root, "replay")
+    assert any(name.startswith("frontier:") for name in timings)
+
+
+def build_replay_project(dest: Path) -> Path:
+    import yaml
+
+    from tests.conftest import BIN, make_project, run
+    from tests.test_replay_any_dataset import MODELS, write_subjects
+
+    project = make_project(dest)
+    write_subjects(project / "cache")
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw["data"].update(dataset="replay", replay={"path": "cache", "format": "routellm_csv"})
+    raw["solvers"] = {
+        name: {"backend": "replay", "model": model,
+               "price": {"input_usd_per_mtok": p, "output_usd_per_mtok": 2 * p, "source": "test prices"},
+               "replay": {"path": "cache", "format": "routellm_csv", "source_model": model}}
+        for (name, model), p in zip(MODELS.items(), (1.0, 0.25, 0.05), strict=True)
+    }
+    raw["label"]["judge"]["sample_size"] = 0
+    raw["evaluation"]["verifier"].update(false_positive_rate=0.03, false_negative_rate=0.03)
+    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    run([str(BIN / "dvc"), "repro"], project, timeout=2400)
+    return project

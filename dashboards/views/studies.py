@@ -4,7 +4,9 @@ training, the study's summary rows, and the per-agent Shapley credit of its repl
 import streamlit as st
 
 from dashboards import charts, queries
-from dashboards.cached import no_results, project
+from dashboards.cached import keep_in_url, no_results, project, show_chart, url_choice
+
+METHODS_PER_PAGE = 12  # methods per page of learning curves and executor-mix panels
 
 p = project()
 st.title("Studies")
@@ -14,34 +16,49 @@ if not studies:
     st.stop()
 
 left, middle, right = st.columns([2, 1, 1])
-study = left.selectbox("Study", studies)
+url_choice("study", studies, studies[0])
+study = left.selectbox("Study", studies, key="study")
 splits = p.query("study_splits", study=study)
 
 if splits:
-    split = middle.selectbox("Split", splits, help="Learning curves are usually read on the training split.")
+    url_choice("split", splits, splits[0])
+    split = middle.selectbox("Split", splits, key="split", help="Learning curves are usually read on the training split.")
+    keep_in_url(study=study, split=split)
     n_episodes = p.query("episode_span", study=study, split=split)
     bucket = right.number_input(
         "Episodes per point", min_value=1, max_value=max(1, n_episodes), value=queries.default_bucket(n_episodes),
         help="Each seed averages the episodes of a bucket first; the curve is the mean over seeds.",
     )
-    curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket))
+    methods = p.query("study_methods", study=study, split=split)
+    shown_methods = None
+    if len(methods) > METHODS_PER_PAGE:  # page the methods: readable charts, and only their partitions read
+        n_pages = -(-len(methods) // METHODS_PER_PAGE)
+        method_page = st.number_input(f"Methods, {METHODS_PER_PAGE} at a time: page (of {n_pages})", min_value=1,
+                                      max_value=n_pages, value=1, key="method_page")
+        shown_methods = methods[(int(method_page) - 1) * METHODS_PER_PAGE: int(method_page) * METHODS_PER_PAGE]
+        st.caption(f"{len(methods)} methods; this page: {', '.join(shown_methods)}.")
+    curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket), methods=shown_methods)
     st.subheader("Learning curves")
-    st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds.")
-    st.plotly_chart(charts.learning_curve_figure(curves), width="stretch", key="curves_chart")
+    present = {name for name, _, _ in charts.curve_panels(curves)}
+    missing = [name for name, _, _ in charts.CURVE_PANELS if name not in present] if curves.height else []
+    st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds."
+               + (f" No panel for {', '.join(missing)}: this study's steps do not record it." if missing else ""))
+    show_chart(charts.learning_curve_figure(curves), "curves_chart", f"{study}_{split}_learning_curves")
     with st.expander("Learning-curve data"):
         st.dataframe(curves, hide_index=True, width="stretch", key="curves_table")
 
-    mix = p.query("executor_mix", study=study, split=split, bucket=int(bucket))
+    mix = p.query("executor_mix", study=study, split=split, bucket=int(bucket), methods=shown_methods)
     st.subheader("Executor mix over training")
     if mix.is_empty():
         st.caption("No step of this study names an executor.")
     else:
         st.caption("Share of steps (all seeds pooled) in which each executor was asked; a step asking several "
                    "executors counts for each.")
-        st.plotly_chart(charts.executor_mix_figure(mix), width="stretch", key="mix_chart")
+        show_chart(charts.executor_mix_figure(mix), "mix_chart", f"{study}_{split}_executor_mix")
         with st.expander("Executor-mix data"):
             st.dataframe(mix, hide_index=True, width="stretch", key="mix_table")
 else:
+    keep_in_url(study=study, split=None)
     st.info(f"Study `{study}` has summary rows but no trajectories: no learning curves to draw.")
 
 summary = p.query("study_summary", study=study)

@@ -1,14 +1,18 @@
-"""Trajectories: a paged table of decision steps, and every step of one item followed in order."""
+"""Trajectories: a paged table of decision steps, an item found by searching its id, every step of
+that item followed in order, and what the study's action codes mean."""
 
 import math
 
+import polars as pl
 import streamlit as st
 
 from dashboards import queries
-from dashboards.cached import no_results, project
+from dashboards.action_codes import action_legend
+from dashboards.cached import keep_in_url, no_results, project, url_choice
 
 ALL = queries.ALL
 ITEM_STEPS = 1000  # steps of one followed item shown at most
+ITEM_CHOICES = 200  # search matches listed at most (the count says how many there are)
 p = project()
 st.title("Trajectories")
 studies = p.query("trajectory_studies")
@@ -16,14 +20,37 @@ if not studies:
     no_results(p, "trajectories (results/trajectories/)")
     st.stop()
 
-c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
-study = c1.selectbox("Study", studies)
-method = c2.selectbox("Method", [ALL, *p.query("trajectory_methods", study=study)])
+c1, c2, c3 = st.columns([2, 2, 1])
+url_choice("study", studies, studies[0])
+study = c1.selectbox("Study", studies, key="study")
+methods = p.query("trajectory_methods", study=study)
+url_choice("method", [ALL, *methods], ALL)
+method = c2.selectbox("Method", [ALL, *methods], key="method")
 method_f = None if method == ALL else method
-seed = c3.selectbox("Seed", [ALL, *p.query("trajectory_seeds", study=study, method=method_f)])
+seeds = p.query("trajectory_seeds", study=study, method=method_f)
+url_choice("seed", [ALL, *seeds], ALL, cast=int)
+seed = c3.selectbox("Seed", [ALL, *seeds], key="seed")
 seed_f = None if seed == ALL else int(seed)
-item = c4.selectbox("Item", [ALL, *p.query("trajectory_items", study=study, method=method_f, seed=seed_f)])
+
+with st.expander(f"Action codes of `{study}`"):
+    st.table([{"action": code, "meaning": meaning} for code, meaning in action_legend(study)])
+
+i1, i2 = st.columns([1, 2])
+if "item_search" not in st.session_state:
+    st.session_state["item_search"] = st.query_params.get("item", "")
+search = i1.text_input("Search item id", key="item_search", help="Part of an item id (case-insensitive); the list shows the first matches.")
+matches, n_matches = p.query("trajectory_items", study=study, method=method_f, seed=seed_f, search=search, limit=ITEM_CHOICES)
+exact = search.strip() if search.strip() in matches else (matches[0] if len(matches) == 1 else None)
+if st.session_state.get("_last_item_search") != search:  # a new search picks its exact or only match
+    st.session_state["_last_item_search"] = search
+    if exact is not None:
+        st.session_state["item"] = exact
+url_choice("item", [ALL, *matches], exact or ALL)
+item = i2.selectbox(f"Item ({n_matches:,} match{'es' if n_matches != 1 else ''}"
+                    + (f", first {len(matches)} listed" if n_matches > len(matches) else "") + ")",
+                    [ALL, *matches], key="item")
 item_f = None if item == ALL else item
+keep_in_url(study=study, method=method_f, seed=seed_f, item=item_f)
 
 total = p.query("count_steps", study=study, method=method_f, seed=seed_f, item_id=item_f)
 s1, s2, s3 = st.columns([1, 1, 4])
@@ -38,16 +65,25 @@ st.dataframe(rows, hide_index=True, width="stretch", key="steps_table")
 
 # ---------------------------------------------------------------------------------------------
 st.header("Follow one item")
-f1, f2, f3 = st.columns([2, 1, 2])
-methods = p.query("trajectory_methods", study=study)
-follow_method = f1.selectbox("Method to follow", methods, index=methods.index(method) if method in methods else 0)
-seeds = p.query("trajectory_seeds", study=study, method=follow_method)
-follow_seed = f2.selectbox("Seed to follow", seeds, index=seeds.index(seed) if seed in seeds else 0)
-items = p.query("trajectory_items", study=study, method=follow_method, seed=follow_seed)
-if not items:
-    st.caption("This run visited no item.")
+follow_item = item_f or (matches[0] if matches else None)
+if follow_item is None:
+    st.caption("No item matches the search.")
     st.stop()
-follow_item = f3.selectbox("Item to follow", items, index=items.index(item) if item in items else 0)
+if item_f is None:
+    st.caption(f"No item picked above: following the first match, `{follow_item}`.")
+runs = p.query("item_runs", study=study, item_id=follow_item)
+if method_f is not None:
+    runs = runs.filter(pl.col("method") == method_f)
+if seed_f is not None:
+    runs = runs.filter(pl.col("seed") == seed_f)
+if runs.is_empty():
+    st.caption("No run of these filters visited this item.")
+    st.stop()
+f1, f2 = st.columns([2, 1])
+run_methods = runs["method"].unique(maintain_order=True).to_list()
+follow_method = f1.selectbox("Method to follow", run_methods, index=run_methods.index(method) if method in run_methods else 0)
+run_seeds = runs.filter(pl.col("method") == follow_method)["seed"].to_list()
+follow_seed = f2.selectbox("Seed to follow", run_seeds, index=run_seeds.index(seed) if seed in run_seeds else 0)
 
 card = p.query("item_card", item_id=follow_item)
 if card:

@@ -450,6 +450,9 @@ class TrackingParams(ParamsModel):
     """MLflow tracking URI; a relative sqlite path is resolved against the repository root."""
     enabled: bool = True
     """Log runs to MLflow (false: stages still write every file output)."""
+    ui_url: str = "http://127.0.0.1:5000"
+    """Address of the MLflow UI the dashboard links runs to (`<ui_url>/#/runs/<run_id>`); the default is
+    where a local `mlflow ui` listens."""
 
 
 class CascadeNoise(ParamsModel):

@@ -1,0 +1,59 @@
+"""The compare page's arithmetic: two points' item-level outcomes on their common items, the paired
+bootstrap of the accuracy and cost differences (evaluation.statistics), and the items where they
+disagree. Streamlit-free, so tests call the very same code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
+
+
+def common_items(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
+    """Items every seed of both points scored, sorted."""
+    def complete(rows: pl.DataFrame) -> set[str]:
+        n = rows["seed"].n_unique()
+        counts = rows.group_by("item_id").agg(pl.col("seed").n_unique().alias("k"))
+        return set(counts.filter(pl.col("k") == n)["item_id"].to_list())
+
+    return sorted(complete(a) & complete(b))
+
+
+def matrix(rows: pl.DataFrame, items: list[str], column: str) -> np.ndarray:
+    """[n_seeds, n_items] of `column` over `items` (every seed scored every item)."""
+    wide = (rows.filter(pl.col("item_id").is_in(items)).pivot(on="item_id", index="seed", values=column)
+            .sort("seed").select(items))
+    return wide.to_numpy().astype(float)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    n_items: int
+    summary: pl.DataFrame  # per quantity (accuracy, cost per item): A, B, A - B with its interval and p-value
+    disagreements: pl.DataFrame  # items where the mean correct over seeds differs
+
+
+def compare(a: pl.DataFrame, b: pl.DataFrame, intervals: IntervalParams) -> Comparison | None:
+    """A versus B on their common items, paired: one ItemBootstrap, both resampled identically."""
+    items = common_items(a, b)
+    if not items:
+        return None
+    boot = ItemBootstrap(len(items), intervals.resamples, intervals.confidence, intervals.seed)
+    rows = []
+    for quantity, column in (("accuracy", "correct"), ("cost per item (USD)", "cost_usd")):
+        va, vb = matrix(a, items, column), matrix(b, items, column)
+        test = paired_bootstrap(boot, va, vb)
+        (a_lo, a_hi), (b_lo, b_hi) = boot.interval(va), boot.interval(vb)
+        rows.append({"quantity": quantity, "A": float(va.mean()), "A low": a_lo, "A high": a_hi,
+                     "B": float(vb.mean()), "B low": b_lo, "B high": b_hi,
+                     "A − B": test["difference"], "low": test["ci_low"], "high": test["ci_high"], "p-value": test["p_value"]})
+    per_item = lambda rows: rows.filter(pl.col("item_id").is_in(items)).group_by("item_id").agg(  # noqa: E731
+        pl.col("correct").mean(), pl.col("cost_usd").mean())
+    both = per_item(a).join(per_item(b), on="item_id", suffix="_b").rename({"correct": "correct_a", "cost_usd": "cost_a", "cost_usd_b": "cost_b"})
+    disagree = both.filter(pl.col("correct_a") != pl.col("correct_b")).with_columns(
+        (pl.col("correct_a") - pl.col("correct_b")).alias("A − B correct")).sort(["A − B correct", "item_id"], descending=[True, False])
+    return Comparison(len(items), pl.DataFrame(rows), disagree.select("item_id", "correct_a", "correct_b", "A − B correct", "cost_a", "cost_b"))

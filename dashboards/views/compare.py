@@ -1,0 +1,96 @@
+"""Compare: two methods (or two operating points) on the same items — the paired item-level
+difference in accuracy and cost with bootstrap intervals and the paired test, the items where they
+disagree (linked to Trajectories), and the MLflow runs behind each."""
+
+from urllib.parse import urlencode
+
+import polars as pl
+import streamlit as st
+
+from dashboards import paired, queries
+from dashboards.cached import keep_in_url, no_results, project, settings, url_choice
+
+p = project()
+st.title("Compare two methods")
+points = p.query("outcome_points")
+if points.is_empty():
+    no_results(p, "item-level outcomes (results/outcomes/<study>.parquet)")
+    st.stop()
+
+
+def label(row: dict) -> str:
+    op = "" if row["operating_point"] == "default" else f" @ {row['operating_point']}"
+    return f"{row['study']}/{row['method']}{op} · {row['split']}"
+
+
+rows = {label(r): r for r in points.iter_rows(named=True)}
+names = list(rows)
+url_choice("a", names, names[0])
+left, right = st.columns(2)
+a_name = left.selectbox("A", names, key="a")
+a = rows[a_name]
+# B must share A's items: same dataset and split
+partners = [n for n, r in rows.items() if r["dataset"] == a["dataset"] and r["split"] == a["split"] and n != a_name]
+if not partners:
+    st.info(f"No other point has outcomes on `{a['dataset']}` ({a['split']}): nothing to pair A with.")
+    st.stop()
+url_choice("b", partners, partners[0])
+b_name = right.selectbox("B", partners, key="b", help="Points with outcomes on A's dataset and split.")
+b = rows[b_name]
+keep_in_url(a=a_name, b=b_name)
+
+a_rows = p.query("point_outcomes", study=a["study"], method=a["method"], operating_point=a["operating_point"], split=a["split"])
+b_rows = p.query("point_outcomes", study=b["study"], method=b["method"], operating_point=b["operating_point"], split=b["split"])
+intervals = settings(*p.key).intervals
+result = paired.compare(a_rows, b_rows, intervals)
+if result is None:
+    st.warning("A and B share no item that every seed of both scored.")
+    st.stop()
+
+
+
+def p_text(p_value: float) -> str:
+    """A bootstrap p-value of 0 means below the resolution 1 / resamples."""
+    return f"< {1 / intervals.resamples:.2g}" if p_value == 0 else f"{p_value:.3g}"
+
+
+acc, cost = result.summary.row(0, named=True), result.summary.row(1, named=True)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Accuracy A − B", f"{acc['A − B']:+.2%}")
+m2.metric("Accuracy p-value", p_text(acc["p-value"]))
+m3.metric("Cost per item A − B", f"${cost['A − B']:+.3g}")
+m4.metric("Cost p-value", p_text(cost["p-value"]))
+conf = f"{intervals.confidence:.0%}"
+st.caption(
+    f"On the {result.n_items:,} items of `{a['dataset']}` ({a['split']}) that every seed of both scored "
+    f"(A: {a['n_seeds']} seed(s), B: {b['n_seeds']}). Paired item-level bootstrap ({intervals.resamples:,} resamples, "
+    f"seed {intervals.seed}; items — and seeds where there are several — resampled, the same resamples for A and B): "
+    f"accuracy A − B in [{acc['low']:+.2%}, {acc['high']:+.2%}], cost A − B in [${cost['low']:+.3g}, ${cost['high']:+.3g}] "
+    f"({conf} intervals); p-value: two-sided bootstrap test of no difference."
+)
+st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_table")
+
+st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
+st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
+           "The links open the item on the Trajectories page for A's run (when the study wrote trajectories).")
+
+
+def trajectory_link(row: dict, who: dict) -> str:
+    return "trajectories?" + urlencode({"study": who["study"], "method": who["method"], "item": row["item_id"]})
+
+
+table = result.disagreements.with_columns(
+    pl.Series("follow A", [trajectory_link(r, a) for r in result.disagreements.iter_rows(named=True)], dtype=pl.String),
+    pl.Series("follow B", [trajectory_link(r, b) for r in result.disagreements.iter_rows(named=True)], dtype=pl.String),
+)
+st.dataframe(table, hide_index=True, width="stretch", key="disagreements_table",
+             column_config={"follow A": st.column_config.LinkColumn(display_text="A's steps"),
+                            "follow B": st.column_config.LinkColumn(display_text="B's steps")})
+
+st.subheader("MLflow runs")
+ui_url = settings(*p.key).ui_url
+for side, who in (("A", a), ("B", b)):
+    runs = p.query("point_runs", study=who["study"], method=who["method"], operating_point=who["operating_point"], split=who["split"])
+    links = ", ".join(f"[{r[:8]}]({queries.mlflow_run_url(ui_url, r)})" for r in runs) or "(no run id recorded)"
+    st.markdown(f"**{side}** `{label(who)}`: {links}")
+st.caption(f"Links open the MLflow UI at `{ui_url}` (params `tracking.ui_url`; start it with `mlflow ui`).")
