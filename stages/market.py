@@ -145,15 +145,18 @@ def market(ctx: StageContext) -> None:
     params, solvers, matrices, n_buckets, verifier = check_inputs(ctx)
     progress = progress_bars(ctx.progress)
     started = time.perf_counter()
-    chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
-    answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
+    with ctx.phase("chain"):
+        chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
+    with ctx.phase("answers"):
+        answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
     seconds = time.perf_counter() - started
     worlds = chain.worlds + answers.worlds
     layout = ctx.layout
     plots = layout.plots(STUDY)
     with ctx.tracker.stage_run(STUDY, STUDY, params) as run:
-        run_ids = log_children(run, worlds)
-        with TrajectoryWriter(layout, STUDY) as writer:
+        with ctx.phase("mlflow_children"):
+            run_ids = log_children(run, worlds)
+        with ctx.phase("trajectories"), TrajectoryWriter(layout, STUDY) as writer:
             for (method, seed), frame in {**chain.trajectories, **answers.trajectories}.items():
                 writer.add(method, seed, frame)
         if answers.worlds:
