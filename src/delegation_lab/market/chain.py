@@ -143,6 +143,15 @@ class ChainDomain:
     def features(self, state: ChainState) -> torch.Tensor:
         return torch.cat([self.task_emb[self._worlds, state.task], self.lang_emb[self._worlds, state.node]], dim=-1)
 
+    def feature_tables(self) -> list[torch.Tensor]:
+        """The feature blocks `features` concatenates, as per-world tables [W, n, D] (task pool,
+        languages), so a frozen trunk's state part is computed once per table row."""
+        return [self.task_emb, self.lang_emb]
+
+    def feature_rows(self, state: ChainState) -> list[torch.Tensor]:
+        """Each state's row in every `feature_tables` table, [W, K] each."""
+        return [state.task, state.node]
+
     def candidates(self, state: ChainState) -> tuple[torch.Tensor, torch.Tensor]:
         agents = self.table[state.node]  # [W, K, M]
         exists = torch.gather(self.exists, 1, agents.reshape(agents.shape[0], -1)).view_as(agents)

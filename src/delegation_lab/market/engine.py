@@ -94,7 +94,7 @@ class StepLog:
     active: torch.Tensor
     place: torch.Tensor
     item: torch.Tensor
-    features: torch.Tensor  # [W, K, F]
+    features: torch.Tensor | None  # [W, K, F]; None where a frozen trunk's state parts replace them
     hidden: torch.Tensor | None  # [W, K, M or A, H] activations of a frozen trunk, reused when learning ([W, K] state codes where the domain has them)
     agents: torch.Tensor  # [W, K, M] the candidate bidders (agent index)
     bidding: torch.Tensor  # [W, K, M]
@@ -155,6 +155,9 @@ class Market:
         self.ledger = Ledger(z(), z(), z(), z(), z(), z())
         # a frozen trunk over a domain with few distinct states: its activations once per state code
         self.code_hidden = None
+        self.state_parts = None  # a frozen shared trunk over feature tables: its state part per table row
+        if self.nets.frozen and lp.trunk != "private" and hasattr(domain, "feature_tables"):
+            self.state_parts = self.nets.table_parts(domain.feature_tables())
         if self.nets.frozen and hasattr(domain, "state_codes"):
             with torch.no_grad():
                 self.code_hidden = self.nets.code_hidden(domain.code_features())  # [W, C, A, H]
@@ -180,8 +183,10 @@ class Market:
         for _ in range(d.max_steps):
             if not bool(active.any()):
                 break
-            x = d.features(state)
             agents, valid = d.candidates(state)
+            # a frozen trunk with state parts never reads the features (learning reuses the activations)
+            from_parts = self.state_parts is not None and self.nets.by_candidates(agents, d.n_agents)
+            x = None if from_parts else d.features(state)
             alive = torch.gather(self.alive, 1, agents.reshape(W, -1)).view_as(agents)
             eligible = valid & alive & active[..., None]
             if code_out is not None:
@@ -189,7 +194,10 @@ class Market:
                 hidden, out = codes, self.nets.pick(self._by_code(code_out, codes), agents)
             elif self.nets.by_candidates(agents, d.n_agents):  # heads of the eligible bidders only (the rest are never read)
                 used = eligible.nonzero(as_tuple=True)
-                h = self.nets.hidden_at(x, used, agents[used])
+                if from_parts:
+                    h = self.nets.hidden_from_parts(self.state_parts, d.feature_rows(state), used, agents[used])
+                else:
+                    h = self.nets.hidden_at(x, used, agents[used])
                 out = torch.zeros(*agents.shape, N_OUT, device=self.device).index_put(used, self.nets.output_at(h, used[0], agents[used]))
                 hidden = torch.zeros(*agents.shape, h.shape[-1], device=self.device).index_put(used, h) if self.nets.frozen else None
             else:
@@ -341,7 +349,8 @@ class Market:
             return t.reshape(t.shape[0], -1, *t.shape[3:])
 
         W = self.worlds.n
-        x, agents = stack("features"), stack("agents")
+        x = stack("features") if log.steps[0].features is not None else None  # None: a frozen trunk kept its activations
+        agents = stack("agents")
         slot = stack("winner_slot")
         M = agents.shape[-1]
         won = (torch.arange(M, device=self.device) == slot[..., None]) & (slot >= 0)[..., None]

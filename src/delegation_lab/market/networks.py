@@ -147,6 +147,22 @@ class AgentNets(nn.Module):
         state = (x @ self.w_state[:, 0])[world, n]  # [J, H]
         return torch.tanh(state + self.identity_part()[world, agent])
 
+    def table_parts(self, tables: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A frozen trunk's state part of each feature block: tables [W, n_i, D_i] (concatenated in
+        order they make the features) -> [W, n_i, H] each."""
+        parts, start = [], 0
+        with torch.no_grad():
+            for table in tables:
+                parts.append(table @ self.w_state[:, 0, start : start + table.shape[-1]])
+                start += table.shape[-1]
+        return parts
+
+    def hidden_from_parts(self, parts: list[torch.Tensor], rows: list[torch.Tensor], at: tuple[torch.Tensor, ...], agent: torch.Tensor) -> torch.Tensor:
+        """`hidden_at` from precomputed state parts: rows [W, N] per part, entries `at` -> [J, H]."""
+        world, n = at[0], at[1]
+        state = sum(part[world, row[world, n]] for part, row in zip(parts, rows, strict=True))
+        return torch.tanh(state + self.identity_part()[world, agent])
+
     def identity_part(self) -> torch.Tensor:
         """[W, A, H] the identity term of the (non-private) hidden layer; a frozen trunk's is computed once."""
         if self.frozen:
