@@ -19,9 +19,17 @@ from delegation_lab.errors import InputError
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import Verifier, build_verifier
 from delegation_lab.market.answers import solver_matrices
-from delegation_lab.market.params import MarketParams, market_cells
+from delegation_lab.market.params import PROTOCOLS, MarketParams, market_cells
 from delegation_lab.market.plots import plot_answers_frontier, plot_chain_curves, plot_chain_density, plot_chain_prices
-from delegation_lab.market.report import answers_metrics, chain_metrics, outcome_rows, summary_rows, write_plot_tables
+from delegation_lab.market.report import (
+    answers_metrics,
+    chain_metrics,
+    market_provenance,
+    outcome_rows,
+    spread_sweep_metrics,
+    summary_rows,
+    write_plot_tables,
+)
 from delegation_lab.market.study import SweepResult, WorldResult, operating_point, run_answers, run_chain
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import SUMMARY_SCHEMA, TrajectoryWriter, write_summaries
@@ -70,7 +78,7 @@ def progress_bars(enabled: bool) -> Callable[[str, int], Callable[[int], None]]:
     return make
 
 
-SERIES_POINTS = 100  # learning curves go to MLflow as at most this many bucket means
+SERIES_POINTS = 50  # learning curves go to MLflow as at most this many bucket means (full curves: plots/market/*_curves)
 
 
 def downsample(values, points: int = SERIES_POINTS) -> list[float]:
@@ -89,6 +97,8 @@ def log_children(run, worlds: list[WorldResult]) -> dict[tuple[str, int], str | 
     run_ids: dict[tuple[str, int], str | None] = {}
     answers: dict[tuple[str, int], list[WorldResult]] = {}
     for w in worlds:
+        if w.domain == "chain" and w.group != "main":
+            continue  # the spread sweep and the other reading are read from metrics/market.json
         if w.domain == "chain":
             child_params = {"domain": "chain", "protocol": w.protocol, "bidder": w.bidder, "N": w.density, "seed": w.seed}
             with run.child(w.cell, w.seed, params=child_params, domain="chain") as child:
@@ -135,15 +145,18 @@ def market(ctx: StageContext) -> None:
     params, solvers, matrices, n_buckets, verifier = check_inputs(ctx)
     progress = progress_bars(ctx.progress)
     started = time.perf_counter()
-    chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
-    answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
+    with ctx.phase("chain"):
+        chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
+    with ctx.phase("answers"):
+        answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
     seconds = time.perf_counter() - started
     worlds = chain.worlds + answers.worlds
     layout = ctx.layout
     plots = layout.plots(STUDY)
     with ctx.tracker.stage_run(STUDY, STUDY, params) as run:
-        run_ids = log_children(run, worlds)
-        with TrajectoryWriter(layout, STUDY) as writer:
+        with ctx.phase("mlflow_children"):
+            run_ids = log_children(run, worlds)
+        with ctx.phase("trajectories"), TrajectoryWriter(layout, STUDY) as writer:
             for (method, seed), frame in {**chain.trajectories, **answers.trajectories}.items():
                 writer.add(method, seed, frame)
         if answers.worlds:
@@ -151,8 +164,11 @@ def market(ctx: StageContext) -> None:
         else:
             write_summaries(layout, STUDY, pl.DataFrame(schema=SUMMARY_SCHEMA))
         write_outcomes(layout, STUDY, outcome_rows(answers.worlds, ctx.params.data.dataset))
+        confidence = ctx.params.evaluation.intervals.confidence
+        cp = params.chain
         metrics = {
-            "chain": chain_metrics(chain.worlds, ctx.params.evaluation.intervals.confidence) if chain.worlds else {},
+            "chain": chain_metrics(chain.worlds, confidence, cp.graph, cp.terminal_reward) if chain.worlds else {},
+            "spread_sweep": spread_sweep_metrics(chain.worlds, confidence),
             "answers": answers_metrics(answers.worlds, ctx.params.evaluation.intervals) if answers.worlds else {},
             "run": {
                 "seeds": params.seeds,
@@ -166,14 +182,16 @@ def market(ctx: StageContext) -> None:
             metrics["answers"]["reward_unit_usd"] = answers.worlds[0].reward_usd / answers.worlds[0].multiple
             metrics["answers"]["solvers"] = solvers
             metrics["verifier"] = verifier.describe() | {"step": params.answers.verifier.enabled, "summaries": answers.worlds[0].verifier}
+        metrics["provenance"] = market_provenance(metrics)
         write_json_atomic(metrics, layout.metrics(STUDY))
         write_plot_tables(worlds, plots)
         pictures = []
-        if chain.worlds:
+        density_sweep = [w for w in chain.worlds if w.group == "main"]
+        if density_sweep:
             pictures += [
-                plot_chain_density(chain.worlds, plots / "chain_density.png"),
-                plot_chain_curves(chain.worlds, plots / "chain_curves.png"),
-                plot_chain_prices(chain.worlds, plots / "chain_prices.png", params.chain.graph.languages()),
+                plot_chain_density(density_sweep, plots / "chain_density.png"),
+                plot_chain_curves(density_sweep, plots / "chain_curves.png"),
+                plot_chain_prices(density_sweep, plots / "chain_prices.png", params.chain.graph.languages()),
             ]
         if answers.worlds:
             pictures.append(plot_answers_frontier(answers.worlds, plots / "answers_frontier.png", single_solver_points(matrices, solvers)))
@@ -188,11 +206,17 @@ def summary_line(metrics: dict, seconds: float) -> str:
     parts = [f"market: {seconds:.0f} s"]
     chain = metrics.get("chain", {})
     for protocol, bidders in chain.items():
-        if protocol == "paper":
+        if protocol not in PROTOCOLS:
             continue
         for bidder, cells in bidders.items():
             succ = " ".join(f"{n}={c['success']:.2f}" for n, c in sorted(cells.items()))
             parts.append(f"chain {protocol}/{bidder} success {succ}")
+    central = chain.get("centralised")
+    if central:
+        parts.append(f"chain centralised planner: route cost ${central['route_cost']:.4f}, welfare {central['welfare']:.4f} per task")
+    for key, cell in metrics.get("spread_sweep", {}).items():
+        if isinstance(cell, dict):
+            parts.append(f"spread {cell['cost_spread']:g}: success {cell['success']:.2f} margin {cell['margin'] if cell['margin'] is None else round(cell['margin'], 4)}")
     for protocol, bidders in metrics.get("answers", {}).items():
         if not isinstance(bidders, dict):
             continue

@@ -188,6 +188,22 @@ class AnswersDomain:
         bucket = torch.nn.functional.one_hot(m.bucket[state.item], self.n_buckets).float()
         return torch.cat([bucket, state.tried.float(), torch.ones_like(state.item, dtype=torch.float32)[..., None]], dim=-1)
 
+    def state_codes(self, state: AnswersState) -> torch.Tensor:
+        """[W, K] index of each state's features among `code_features()` (bucket x solvers tried):
+        the states are few, so a frozen trunk's activations are computed once per code."""
+        S = len(self.solvers)
+        bucket = self.matrices[self.split].bucket[state.item]
+        tried = (state.tried.long() << torch.arange(S, device=self.device)).sum(-1)
+        return bucket * (1 << S) + tried
+
+    def code_features(self) -> torch.Tensor:
+        """[n_buckets x 2^S, F]: the features of every state code, as `features` builds them."""
+        S = len(self.solvers)
+        code = torch.arange(self.n_buckets * (1 << S), device=self.device)
+        bucket = torch.nn.functional.one_hot(code >> S, self.n_buckets).float()
+        tried = ((code[:, None] >> torch.arange(S, device=self.device)) & 1).float()
+        return torch.cat([bucket, tried, torch.ones(code.shape[0], 1, device=self.device)], dim=-1)
+
     def candidates(self, state: AnswersState) -> tuple[torch.Tensor, torch.Tensor]:
         W, K = state.item.shape
         agents = torch.arange(self.n_agents, device=self.device).expand(W, K, -1)

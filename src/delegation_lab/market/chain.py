@@ -32,22 +32,39 @@ class ChainState:
 
 @dataclass(frozen=True)
 class ChainCell:
+    """One market: its protocol, agents per edge, seed, the cost spread between an edge's agents, the
+    belief reading of a Thompson / Bayes-optimal bidder, and which part of the study it serves
+    (`main` density sweep, `spread` sweep, `other_reading`)."""
+
     protocol: str
     density: int
     seed: int
+    cost_spread: float = 0.2
+    reading: str = "rival_bid"
+    group: str = "main"
+
+
+def density_cells(params: ChainParams, protocols: list[str], seeds: list[int], reading: str = "rival_bid") -> list[ChainCell]:
+    """The density sweep's cells: protocol x N x seed at the configured cost spread."""
+    return [ChainCell(p, n, s, params.cost_spread, reading) for p in protocols for n in params.densities for s in seeds]
 
 
 class ChainDomain:
-    """Every (protocol, density, seed) world of one bidder, agents padded to the largest density."""
+    """Every world (cell) of one bidder, agents padded to the largest density. `cells` default to
+    the density sweep over `protocols` x densities x `seeds`."""
 
-    def __init__(self, params: ChainParams, protocols: list[str], seeds: list[int], device: str | torch.device = "cpu"):
+    def __init__(
+        self, params: ChainParams, protocols: list[str], seeds: list[int], device: str | torch.device = "cpu", cells: list[ChainCell] | None = None
+    ):
         g = params.graph
         self.params = params
         self.languages = g.languages()
         self.lang_index = {name: i for i, name in enumerate(self.languages)}
         self.edges = [(e.src, e.dst, e.cost) for e in g.edges]
-        self.cells = [ChainCell(p, n, s) for p in protocols for n in params.densities for s in seeds]
-        W, E, n_max = len(self.cells), len(self.edges), max(params.densities)
+        self.cells = cells if cells is not None else density_cells(params, protocols, seeds)
+        if not self.cells:
+            raise ValueError("a chain market needs at least one cell")
+        W, E, n_max = len(self.cells), len(self.edges), max(c.density for c in self.cells)
         self.n_per_edge = n_max
         self.n_agents = E * n_max
         self.max_steps = params.max_steps
@@ -64,9 +81,10 @@ class ChainDomain:
         self.agent_names = [f"{self.edges[e][0]}>{self.edges[e][1]}#{j}" for e, j in zip(edge_of.tolist(), slot.tolist(), strict=True)]
         base_cost = torch.tensor([self.edges[e][2] for e in edge_of.tolist()], dtype=torch.float32)
         density = torch.tensor([c.density for c in self.cells])
+        cost_spread = torch.tensor([c.cost_spread for c in self.cells], dtype=torch.float32)
         exists = slot[None, :] < density[:, None]
         spread = torch.where(density[:, None] > 1, slot[None, :] / (density[:, None] - 1).clamp_min(1), torch.zeros(1))
-        self.agent_cost = (base_cost[None, :] * (1 + params.cost_spread * spread)).to(device)  # [W, A]
+        self.agent_cost = (base_cost[None, :] * (1 + cost_spread[:, None] * spread)).to(device)  # [W, A]
         self.agent_base_cost = base_cost.to(device)
         self.exists = exists.to(device)
         self.reward = torch.full((W,), float(params.terminal_reward), device=device)
@@ -92,7 +110,7 @@ class ChainDomain:
             [ident[None].expand(W, -1, -1), (self.agent_cost.cpu() / params.terminal_reward)[..., None]], dim=-1
         ).to(device)
         self._worlds = torch.arange(W, device=device)[:, None]
-        self.protocols = protocols
+        self.protocols = list(dict.fromkeys(c.protocol for c in self.cells))
         cheapest = self.optimal_route_cost()
         self.optimal_cost = torch.tensor([cheapest.get(lang, 0.0) for lang in self.languages], device=device)  # by target
         # candidate table: per language, the agents on its outgoing edges (padded to the max out-degree)
@@ -111,6 +129,7 @@ class ChainDomain:
             reward=self.reward,
             exists=self.exists,
             init_seeds=[1_000_003 * c.seed + 7919 * c.density + 13 * PROTOCOL_CODES[c.protocol] for c in self.cells],
+            win_loss=torch.tensor([c.reading == "win_loss" for c in self.cells], device=self.device),
         )
 
     # ------------------------------------------------------------------ Domain protocol
@@ -123,6 +142,15 @@ class ChainDomain:
 
     def features(self, state: ChainState) -> torch.Tensor:
         return torch.cat([self.task_emb[self._worlds, state.task], self.lang_emb[self._worlds, state.node]], dim=-1)
+
+    def feature_tables(self) -> list[torch.Tensor]:
+        """The feature blocks `features` concatenates, as per-world tables [W, n, D] (task pool,
+        languages), so a frozen trunk's state part is computed once per table row."""
+        return [self.task_emb, self.lang_emb]
+
+    def feature_rows(self, state: ChainState) -> list[torch.Tensor]:
+        """Each state's row in every `feature_tables` table, [W, K] each."""
+        return [state.task, state.node]
 
     def candidates(self, state: ChainState) -> tuple[torch.Tensor, torch.Tensor]:
         agents = self.table[state.node]  # [W, K, M]
@@ -154,11 +182,30 @@ class ChainDomain:
 
     # ------------------------------------------------------------------ reference values
 
+    def centralised_route_cost(self) -> torch.Tensor:
+        """[W, n_tasks]: what one planner that sees every agent's cost pays for each task of the pool:
+        the cheapest route to the task's target over the agents that exist in that world (at their
+        own costs, clones' premiums included), by Bellman-Ford over languages."""
+        W, L = len(self.cells), len(self.languages)
+        best = torch.full((W, L), float("inf"), device=self.device)
+        best[:, self.source] = 0.0
+        cost = torch.where(self.exists, self.agent_cost, torch.full_like(self.agent_cost, float("inf")))  # [W, A]
+        for _ in range(L):
+            via = best[:, self.agent_src] + cost  # [W, A]: reach dst through each agent
+            best = best.scatter_reduce(1, self.agent_dst[None].expand(W, -1), via, reduce="amin", include_self=True)
+        return torch.gather(best, 1, self.task_target)
+
     def optimal_route_cost(self) -> dict[str, float]:
-        """Cheapest route cost to each target at the base edge costs (Bellman-Ford over the small graph)."""
-        best = {self.languages[self.source]: 0.0}
-        for _ in range(len(self.languages)):
-            for src, dst, cost in self.edges:
-                if src in best and best[src] + cost < best.get(dst, float("inf")):
-                    best[dst] = best[src] + cost
+        """Cheapest route cost to each target at the base edge costs."""
+        best = cheapest_costs(self.languages[self.source], self.edges)
         return {self.languages[int(t)]: best[self.languages[int(t)]] for t in self.targets}
+
+
+def cheapest_costs(source: str, edges: list[tuple[str, str, float]]) -> dict[str, float]:
+    """Cheapest route cost from `source` to every reachable language (Bellman-Ford over the small graph)."""
+    best = {source: 0.0}
+    for _ in range(len(edges) + 1):
+        for src, dst, cost in edges:
+            if src in best and best[src] + cost < best.get(dst, float("inf")):
+                best[dst] = best[src] + cost
+    return best

@@ -25,7 +25,7 @@ from typing import Protocol
 import torch
 
 from delegation_lab.market.bidders import ShadeSamples, make_bidder
-from delegation_lab.market.networks import AgentNets, read_heads
+from delegation_lab.market.networks import N_OUT, AgentNets, read_heads
 from delegation_lab.market.params import MarketParams
 from delegation_lab.market.protocols import clear
 
@@ -68,6 +68,7 @@ class Worlds:
     reward: torch.Tensor  # [W] terminal reward in $
     exists: torch.Tensor  # [W, A] bool (padding agents are False)
     init_seeds: list[int]  # network init seed per world
+    win_loss: torch.Tensor | None = None  # [W] bool: a belief bidder fits its belief to win / loss only (else to the rival bid)
 
     @property
     def n(self) -> int:
@@ -93,8 +94,8 @@ class StepLog:
     active: torch.Tensor
     place: torch.Tensor
     item: torch.Tensor
-    features: torch.Tensor  # [W, K, F]
-    hidden: torch.Tensor | None  # [W, K, A, H] activations of a frozen trunk, reused when learning
+    features: torch.Tensor | None  # [W, K, F]; None where a frozen trunk's state parts replace them
+    hidden: torch.Tensor | None  # [W, K, M or A, H] activations of a frozen trunk, reused when learning ([W, K] state codes where the domain has them)
     agents: torch.Tensor  # [W, K, M] the candidate bidders (agent index)
     bidding: torch.Tensor  # [W, K, M]
     bids: torch.Tensor  # [W, K, M] $
@@ -142,7 +143,7 @@ class Market:
         lp = params.learning
         self.nets = AgentNets(W, A, domain.n_state, domain.identity, lp.hidden, lp.trunk, worlds.init_seeds, device)
         self.opt = torch.optim.Adam([q for q in self.nets.parameters() if q.requires_grad], lr=lp.lr)
-        self.bidder = make_bidder(bidder, params, W, A, device)
+        self.bidder = make_bidder(bidder, params, W, A, device, win_loss=worlds.win_loss)
         self.reward = worlds.reward.to(device)
         self.protocol = worlds.protocol.to(device)
         self.wallet = params.wallet.initial * self.reward[:, None].expand(W, A).clone()
@@ -152,6 +153,14 @@ class Market:
         self.gen = torch.Generator(device=device).manual_seed(int(seed))
         z = lambda: torch.zeros(W, device=device)  # noqa: E731
         self.ledger = Ledger(z(), z(), z(), z(), z(), z())
+        # a frozen trunk over a domain with few distinct states: its activations once per state code
+        self.code_hidden = None
+        self.state_parts = None  # a frozen shared trunk over feature tables: its state part per table row
+        if self.nets.frozen and lp.trunk != "private" and hasattr(domain, "feature_tables"):
+            self.state_parts = self.nets.table_parts(domain.feature_tables())
+        if self.nets.frozen and hasattr(domain, "state_codes"):
+            with torch.no_grad():
+                self.code_hidden = self.nets.code_hidden(domain.code_features())  # [W, C, A, H]
 
     # ------------------------------------------------------------------ play
 
@@ -170,20 +179,35 @@ class Market:
         steps: list[StepLog] = []
         value_init = self.params.learning.value_init
         probe_scale = self.params.learning.probe_scale
+        code_out = self.nets.output(self.code_hidden) if self.code_hidden is not None else None  # heads of every state code, once a round
         for _ in range(d.max_steps):
             if not bool(active.any()):
                 break
-            x = d.features(state)
             agents, valid = d.candidates(state)
-            hidden = self.nets.hidden_layer(x)  # every agent of every market on every state: one pass
-            heads = read_heads(self.nets.pick(self.nets.output(hidden), agents), value_init)
+            # a frozen trunk with state parts never reads the features (learning reuses the activations)
+            from_parts = self.state_parts is not None and self.nets.by_candidates(agents, d.n_agents)
+            x = None if from_parts else d.features(state)
+            alive = torch.gather(self.alive, 1, agents.reshape(W, -1)).view_as(agents)
+            eligible = valid & alive & active[..., None]
+            if code_out is not None:
+                codes = d.state_codes(state)
+                hidden, out = codes, self.nets.pick(self._by_code(code_out, codes), agents)
+            elif self.nets.by_candidates(agents, d.n_agents):  # heads of the eligible bidders only (the rest are never read)
+                used = eligible.nonzero(as_tuple=True)
+                if from_parts:
+                    h = self.nets.hidden_from_parts(self.state_parts, d.feature_rows(state), used, agents[used])
+                else:
+                    h = self.nets.hidden_at(x, used, agents[used])
+                out = torch.zeros(*agents.shape, N_OUT, device=self.device).index_put(used, self.nets.output_at(h, used[0], agents[used]))
+                hidden = torch.zeros(*agents.shape, h.shape[-1], device=self.device).index_put(used, h) if self.nets.frozen else None
+            else:
+                hidden, out = self._heads(x, agents)
+            heads = read_heads(out, value_init)
             shade = self.bidder.shade(heads, self.gen)
             xi, valuation = shade.xi, heads.value
             if explore_std > 0:  # multiplicative shade noise, capped so no bid exceeds its valuation
                 eps = explore_std * torch.randn(xi.shape, generator=self.gen, device=self.device)
                 xi = (xi * torch.exp(eps)).clamp_max(1.0)
-            alive = torch.gather(self.alive, 1, agents.reshape(W, -1)).view_as(agents)
-            eligible = valid & alive & active[..., None]
             probe = torch.zeros_like(eligible)
             if probe_rate > 0:  # an agent that dropped out (valuation <= 0) sometimes bids anyway
                 probe = eligible & (valuation <= 0) & (torch.rand(xi.shape, generator=self.gen, device=self.device) < probe_rate)
@@ -245,6 +269,22 @@ class Market:
         if hasattr(d, "task_stats"):
             log.stats.update(d.task_stats(state, success))
         return log
+
+    def _heads(self, x: torch.Tensor, agents: torch.Tensor, hidden: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hidden activations, the candidates' raw heads [W, N, M, N_OUT]) in one batched pass over
+        every market; `hidden` = the frozen trunk's activations kept from `play`."""
+        nets = self.nets
+        if nets.by_candidates(agents, self.domain.n_agents):
+            h = nets.candidate_hidden(x, agents) if hidden is None else hidden
+            return h, nets.candidate_output(h, agents)
+        h = nets.hidden_layer(x) if hidden is None else hidden  # every agent of every market on every state
+        return h, nets.pick(nets.output(h), agents)
+
+    @staticmethod
+    def _by_code(code_out: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """[W, C, A, O] heads per state code, codes [W, N] -> [W, N, A, O]."""
+        A, O = code_out.shape[2:]
+        return torch.gather(code_out, 1, codes[..., None, None].expand(-1, -1, A, O))
 
     def _credit(self, agent: torch.Tensor, amount: torch.Tensor) -> None:
         """wallet[w, agent[w, k]] += amount[w, k] where agent >= 0."""
@@ -309,7 +349,8 @@ class Market:
             return t.reshape(t.shape[0], -1, *t.shape[3:])
 
         W = self.worlds.n
-        x, agents = stack("features"), stack("agents")
+        x = stack("features") if log.steps[0].features is not None else None  # None: a frozen trunk kept its activations
+        agents = stack("agents")
         slot = stack("winner_slot")
         M = agents.shape[-1]
         won = (torch.arange(M, device=self.device) == slot[..., None]) & (slot >= 0)[..., None]
@@ -344,9 +385,19 @@ class Market:
         w_shade = self.per_agent_weight(agents, samples.bid)
         last: dict[str, float] = {}
         hidden = self._stack_hidden(log) if self.nets.frozen else None
+        # only (state, candidate) entries with a loss weight get heads (the others stay 0, weight 0)
+        used = ((w_value > 0) | (w_shade > 0)).nonzero(as_tuple=True)
+        sparse = self.code_hidden is None and self.nets.by_candidates(agents, self.domain.n_agents)
         for _ in range(self.bidder.epochs):
-            out = self.nets.output(hidden) if hidden is not None else self.nets(x)
-            heads = read_heads(self.nets.pick(out, agents), value_init)
+            if self.code_hidden is not None:  # `hidden` holds the state codes
+                out = self.nets.pick(self._by_code(self.nets.output(self.code_hidden), hidden), agents)
+            elif sparse:
+                h = (hidden if hidden is not None else self.nets.candidate_hidden(x, agents))[used]
+                picked = self.nets.output_at(h, used[0], agents[used])
+                out = torch.zeros(*agents.shape, picked.shape[-1], device=self.device).index_put(used, picked)
+            else:
+                out = self._heads(x, agents, hidden)[1]
+            heads = read_heads(out, value_init)
             nll = 0.5 * ((target[..., None] - heads.value) / heads.value_std) ** 2 + torch.log(heads.value_std)
             value_loss = (w_value * nll).sum()
             shade_loss = (w_shade * self.bidder.shade_loss(heads, samples)).sum()

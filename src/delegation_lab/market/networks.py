@@ -115,6 +115,77 @@ class AgentNets(nn.Module):
         """[W, N, A, N_OUT] -> the bidders' rows [W, N, M, N_OUT]."""
         return torch.gather(out, 2, agents[..., None].expand(-1, -1, -1, out.shape[-1]))
 
+    def code_hidden(self, codes_x: torch.Tensor) -> torch.Tensor:
+        """Features of every distinct state [C, F] (shared by all markets) -> [W, C, A, H]."""
+        return self.hidden_layer(codes_x[None].expand(self.w_state.shape[0], -1, -1))
+
+    def candidate_hidden(self, x: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+        """x: [W, N, F], agents: [W, N, M] -> hidden activations of the candidates only [W, N, M, H]
+        (the state part once per state, the identity part gathered per candidate)."""
+        if self.trunk == "private":
+            h = self.hidden_layer(x)
+            return torch.gather(h, 2, agents[..., None].expand(-1, -1, -1, h.shape[-1]))
+        W, N, M = agents.shape
+        state = x @ self.w_state[:, 0]  # [W, N, H]
+        ident = self.identity @ self.w_id[:, 0] + self.b_hidden  # [W, A, H]
+        ident = torch.gather(ident, 1, agents.reshape(W, -1, 1).expand(-1, -1, ident.shape[-1])).view(W, N, M, -1)
+        return torch.tanh(state[:, :, None, :] + ident)
+
+    def candidate_output(self, h: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+        """Candidates' hidden activations [W, N, M, H] -> their private heads [W, N, M, N_OUT]: each
+        candidate's head weights gathered, so no work is spent on agents that do not bid."""
+        world = torch.arange(agents.shape[0], device=agents.device)[:, None, None]
+        return torch.einsum("wnmh,wnmho->wnmo", h, self.w_out[world, agents]) + self.b_out[world, agents]
+
+    def hidden_at(self, x: torch.Tensor, at: tuple[torch.Tensor, ...], agent: torch.Tensor) -> torch.Tensor:
+        """Hidden activations [J, H] of listed (world, state, slot) entries `at` for the agents there
+        (x: [W, N, F]); the state part is computed once per state."""
+        world, n = at[0], at[1]
+        if self.trunk == "private":
+            h = self.hidden_layer(x)  # [W, N, A, H]
+            return h[world, n, agent]
+        state = (x @ self.w_state[:, 0])[world, n]  # [J, H]
+        return torch.tanh(state + self.identity_part()[world, agent])
+
+    def table_parts(self, tables: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A frozen trunk's state part of each feature block: tables [W, n_i, D_i] (concatenated in
+        order they make the features) -> [W, n_i, H] each."""
+        parts, start = [], 0
+        with torch.no_grad():
+            for table in tables:
+                parts.append(table @ self.w_state[:, 0, start : start + table.shape[-1]])
+                start += table.shape[-1]
+        return parts
+
+    def hidden_from_parts(self, parts: list[torch.Tensor], rows: list[torch.Tensor], at: tuple[torch.Tensor, ...], agent: torch.Tensor) -> torch.Tensor:
+        """`hidden_at` from precomputed state parts: rows [W, N] per part, entries `at` -> [J, H]."""
+        world, n = at[0], at[1]
+        state = sum(part[world, row[world, n]] for part, row in zip(parts, rows, strict=True))
+        return torch.tanh(state + self.identity_part()[world, agent])
+
+    def identity_part(self) -> torch.Tensor:
+        """[W, A, H] the identity term of the (non-private) hidden layer; a frozen trunk's is computed once."""
+        if self.frozen:
+            if getattr(self, "_identity_part", None) is None:
+                with torch.no_grad():
+                    self._identity_part = self.identity @ self.w_id[:, 0] + self.b_hidden
+            return self._identity_part
+        return self.identity @ self.w_id[:, 0] + self.b_hidden
+
+    def output_at(self, h: torch.Tensor, world: torch.Tensor, agent: torch.Tensor) -> torch.Tensor:
+        """Heads of listed (world, agent) pairs from their hidden activations: h [J, H] -> [J, N_OUT]."""
+        flat = world * self.n_agents + agent  # index_select: its backward is one index_add, not an accumulating index_put
+        W, A, H, O = self.w_out.shape
+        weights = torch.index_select(self.w_out.reshape(W * A, H * O), 0, flat).view(-1, H, O)
+        # a multiply-and-sum over H, not J tiny matrix products
+        return (h[:, :, None] * weights).sum(1) + torch.index_select(self.b_out.reshape(W * A, O), 0, flat)
+
+    @staticmethod
+    def by_candidates(agents: torch.Tensor, n_agents: int) -> bool:
+        """Gather per candidate when auctions see a minority of the agents (chain: an edge's N agents
+        out of all of them); evaluate every agent and pick when most agents bid everywhere (answers)."""
+        return 2 * agents.shape[-1] <= n_agents
+
     def forward_candidates(self, x: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
         """x: [W, N, F] states, agents: [W, N, M] the bidders of each state's auction (any valid
         index where padded) -> [W, N, M, N_OUT]. Every agent is evaluated in the one batched pass

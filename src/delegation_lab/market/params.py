@@ -74,16 +74,25 @@ class MirrorDescentParams(ParamsModel):
     """Step of the multiplicative update: xi * exp(-eta) after a win, xi * exp(+eta) after a loss."""
 
 
+BeliefReading = Literal["rival_bid", "win_loss"]
+BELIEF_READINGS: tuple[str, ...] = ("rival_bid", "win_loss")
+BELIEF_BIDDERS: tuple[str, ...] = ("thompson", "bayes_optimal")
+
+
 class ThompsonParams(ParamsModel):
     sigma_floor: float = Field(0.05, gt=0)
     """Smallest std of the Gaussian belief over the logit of the winning shade."""
+    reading: BeliefReading = "rival_bid"
+    """What the belief N(mu_l, sigma_l^2) over the logit of the critical shade is fitted to (our interpretation, seed 004 §4 does not say): `rival_bid` = Gaussian NLL on the critical shade the published highest rival bid implies; `win_loss` = probit likelihood of the agent's own win / loss at the shade it bid, P(win | xi) = Phi((logit xi - mu_l) / sigma_l), rival bids never seen."""
 
 
 class BayesOptimalParams(ParamsModel):
-    iterations: int = Field(30, ge=1, le=100)
-    """Bisection steps on the first-order condition of argmax (1 - xi) P(win | xi) (the maximiser is unique)."""
+    iterations: int = Field(20, ge=1, le=100)
+    """Bisection steps on the first-order condition of argmax (1 - xi) P(win | xi) (the maximiser is unique); 20 halve the logit range between the shade bounds to ~1e-5."""
     sigma_floor: float = Field(0.05, gt=0)
     """Smallest std of the Gaussian belief over the logit of the winning shade."""
+    reading: BeliefReading = "rival_bid"
+    """What the belief is fitted to: `rival_bid` (the critical shade the highest rival bid implies) or `win_loss` (probit likelihood of its own win / loss only); see `thompson.reading`."""
 
 
 class PPOParams(ParamsModel):
@@ -113,6 +122,8 @@ class EdgeParams(ParamsModel):
     """Language translated into."""
     cost: float = Field(ge=0)
     """Inference cost of one translation in US dollars (agent j of N pays cost x (1 + cost_spread x j / (N - 1)))."""
+    source: Literal["paper", "derived", "ours"] = "ours"
+    """Where the cost comes from: `paper` = seed 004 §5.1 states it; `derived` = the paper gives only a route total it belongs to (Fr->Sp->En $0.02, Fr->Sp->En->Ko $0.04) and the split is ours; `ours` = our choice (the paper's Figure 1(a) costs are not in our copy). Reported beside each edge in metrics/market.json `chain.graph`."""
 
 
 class GraphParams(ParamsModel):
@@ -121,15 +132,15 @@ class GraphParams(ParamsModel):
     targets: list[str] = ["Ko", "Ja"]
     """Languages tasks ask for (each task draws one); each must be reachable from the source."""
     edges: list[EdgeParams] = [
-        EdgeParams(src="Fr", dst="En", cost=0.50),
-        EdgeParams(src="Fr", dst="Sp", cost=0.01),
-        EdgeParams(src="Sp", dst="En", cost=0.01),
-        EdgeParams(src="En", dst="Ko", cost=0.02),
+        EdgeParams(src="Fr", dst="En", cost=0.50, source="paper"),
+        EdgeParams(src="Fr", dst="Sp", cost=0.01, source="derived"),
+        EdgeParams(src="Sp", dst="En", cost=0.01, source="derived"),
+        EdgeParams(src="En", dst="Ko", cost=0.02, source="derived"),
         EdgeParams(src="En", dst="Ge", cost=0.01),
         EdgeParams(src="Ge", dst="Ko", cost=0.02),
         EdgeParams(src="Ge", dst="Ja", cost=0.01),
     ]
-    """Translator edges with their costs (seed 004 §5.1: direct Fr->En $0.50, Fr->Sp->En $0.02, Fr->Sp->En->Ko $0.04)."""
+    """Translator edges with their costs and each cost's source (seed 004 §5.1 states only the direct Fr->En $0.50, the Fr->Sp->En path $0.02 and the Fr->Sp->En->Ko route $0.04; every other cost, the even split of the path and the Ge / Ja nodes are ours)."""
 
     @model_validator(mode="after")
     def _check(self) -> GraphParams:
@@ -186,6 +197,37 @@ def shortest_hops(source: str, target: str, edges: list[tuple[str, str]]) -> int
     return depth[target]
 
 
+class SpreadSweepParams(ParamsModel):
+    enabled: bool = True
+    """Run the sweep over the cost spread between the competing agents of an edge (the degree of imperfect competition), batched with the density sweep; results under `spread_sweep.*` in metrics/market.json."""
+    spreads: list[Annotated[float, Field(ge=0, le=10)]] = [0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
+    """Values of the cost spread (agent j of N pays cost x (1 + spread x j / (N - 1))); 0 = perfect clones, the paper's zero-profit extreme. Multiples of 0.01 (each names its key: `spread_sweep.s<percent>`)."""
+    density: int = Field(2, ge=2, le=64)
+    """Agents per edge N in the sweep (at least 2: with one agent there is no spread)."""
+    protocol: Protocol = "first_price"
+    """Auction protocol of the sweep."""
+    bidder: Bidder = "mirror_descent"
+    """Bidding algorithm of the sweep (a shading bidder needs protocol first_price)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> SpreadSweepParams:
+        for i, spread in enumerate(self.spreads):
+            if abs(spread * 100 - round(spread * 100)) > 1e-9:
+                raise ValueError(f"spreads.{i}: {spread} is not a multiple of 0.01 (its key is spread_sweep.s<percent>)")
+        if len({round(s * 100) for s in self.spreads}) != len(self.spreads):
+            raise ValueError(f"spreads: duplicates in {self.spreads}")
+        if self.bidder in SHADING_BIDDERS and self.protocol != "first_price":
+            raise ValueError(f"bidder: {self.bidder!r} shades its bids and runs under first_price only, not {self.protocol!r}")
+        return self
+
+
+class OtherReadingParams(ParamsModel):
+    enabled: bool = True
+    """Also run Thompson sampling and Bayes-optimal (first_price) with the other reading of their belief (`thompson.reading` / `bayes_optimal.reading` swapped), batched with the density sweep; results under `chain.other_reading.*`."""
+    densities: list[Annotated[int, Field(ge=1, le=64)]] = [1, 2, 4]
+    """Agents per edge N for the other reading (each must be one of `chain.densities`' range 1..64)."""
+
+
 class ChainParams(ParamsModel):
     enabled: bool = True
     """Run the synthetic chain-translation density sweep (domain 1, seed 004 §5.1)."""
@@ -211,6 +253,10 @@ class ChainParams(ParamsModel):
     """Std of a task's embedding around its target-language prototype (per dimension)."""
     max_steps: int = Field(6, ge=1)
     """Auctions per task at most; a task still unfinished then fails."""
+    spread_sweep: SpreadSweepParams = SpreadSweepParams()
+    """Sweep over the cost spread between competing agents (degree of imperfect competition)."""
+    other_reading: OtherReadingParams = OtherReadingParams()
+    """Thompson sampling and Bayes-optimal under the other reading of their belief."""
 
     @model_validator(mode="after")
     def _check(self) -> ChainParams:
@@ -251,8 +297,8 @@ class AnswersParams(ParamsModel):
 
 
 class TrajectoryParams(ParamsModel):
-    train_every: int = Field(1, ge=1)
-    """Write every auction of every n-th training round (1 = all of them, ~5 M rows at the default scale); the chain's final rounds and the answers test split are always written in full."""
+    train_every: int = Field(10, ge=1)
+    """Write every auction of every n-th training round (1 = all of them, ~5 M rows and a third of the stage's time at the default scale; 10 = ~1 M rows); the chain's final rounds and the answers test split are always written in full."""
 
 
 class MarketParams(ParamsModel):

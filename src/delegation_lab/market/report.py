@@ -16,11 +16,15 @@ import polars as pl
 from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, seed_interval
-from delegation_lab.market.paper import chain_claims
+from delegation_lab.market.chain import cheapest_costs
+from delegation_lab.market.paper import GRAPH_CLAIMS, chain_claims, other_reading_claims, provenance_block
+from delegation_lab.market.params import GraphParams
+from delegation_lab.paper import paper_vs_ours
 from delegation_lab.market.study import WorldResult, operating_point
 from delegation_lab.tables import write_csv_atomic
 
-CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task")
+CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task", "welfare")
+SPREAD_KEYS = ("success", "margin", "consumer_pays", "welfare", "route_cost", "cost_per_task")  # each with a t interval over seeds
 ANSWER_KEYS = ("accuracy", "cost_per_item", "calls_per_item", "margin", "margin_share", "subsidy", "clearing_price", "consumer_pays", "bankruptcies")
 
 
@@ -51,29 +55,142 @@ def group(worlds: list[WorldResult]) -> dict[tuple, list[WorldResult]]:
     return out
 
 
-def chain_metrics(worlds: list[WorldResult], confidence: float = 0.95) -> dict:
-    """chain.<protocol>.<bidder>.N<k>.{success, success_ci (t over seeds), route_cost, margin, ...} + chain.paper."""
+def chain_cells_metrics(worlds: list[WorldResult], confidence: float) -> dict:
+    """{protocol: {bidder: {N<k>: cell}}} of chain worlds (one group)."""
+    out: dict = {}
+    for (protocol, bidder, density), ws in group(worlds).items():
+        out.setdefault(protocol, {}).setdefault(bidder, {})[f"N{density}"] = chain_cell(ws, confidence)
+    return out
+
+
+def chain_cell(ws: list[WorldResult], confidence: float) -> dict:
+    """One chain cell over its seeds: means, the success std and t interval, prices, bankruptcies by edge."""
+    finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
+    cell = {key: mean_of(f.get(key) for f in finals) for key in CHAIN_KEYS}
+    cell["success_std"] = std_of(f["success"] for f in finals)
+    t = seed_interval([f["success"] for f in finals], confidence)
+    cell["success_ci"] = rounded((t["low"], t["high"]))
+    cell["price"] = mean_dicts([f["price"] for f in finals])
+    cell["subsidy_at"] = mean_dicts([f["subsidy_at"] for f in finals])
+    edges: dict[str, float] = defaultdict(float)
+    for w in ws:
+        for agent in w.bankrupt_agents:
+            edges[agent.split("#")[0]] += 1 / len(ws)
+    cell["bankrupt_by_edge"] = {k: round(v, 6) for k, v in sorted(edges.items())}
+    cell["seeds"] = len(ws)
+    return cell
+
+
+def with_interval(values: list[float | None], confidence: float) -> tuple[float | None, list[float] | None]:
+    """Mean and t interval over seeds of the values that exist (a market without a sale has no margin)."""
+    vals = [float(v) for v in values if v is not None and not np.isnan(v)]
+    if not vals:
+        return None, None
+    t = seed_interval(vals, confidence)
+    return round(t["mean"], 6), rounded((t["low"], t["high"]))
+
+
+def spread_key(spread: float) -> str:
+    return f"s{round(spread * 100)}"
+
+
+def spread_sweep_metrics(worlds: list[WorldResult], confidence: float = 0.95) -> dict:
+    """spread_sweep.s<percent>.{cost_spread, success, success_ci, margin, margin_ci, consumer_pays, welfare, ...}
+    (t intervals over seeds), plus the sweep's protocol, bidder and density."""
+    ws = [w for w in worlds if w.domain == "chain" and w.group == "spread"]
+    if not ws:
+        return {}
+    out: dict = {"protocol": ws[0].protocol, "bidder": ws[0].bidder, "density": ws[0].density}
+    by_spread: dict[float, list[WorldResult]] = defaultdict(list)
+    for w in ws:
+        by_spread[float(w.cost_spread)].append(w)
+    for spread, cell_ws in sorted(by_spread.items()):
+        cell: dict = {"cost_spread": spread}
+        for key in SPREAD_KEYS:
+            cell[key], cell[f"{key}_ci"] = with_interval([w.final.get(key) for w in cell_ws], confidence)
+        cell["bankruptcies"] = mean_of(float(len(w.bankrupt_agents)) for w in cell_ws)
+        cell["seeds"] = len(cell_ws)
+        out[spread_key(spread)] = cell
+    return out
+
+
+def centralised_metrics(worlds: list[WorldResult], reward: float, confidence: float = 0.95) -> dict:
+    """chain.centralised: one planner that sees every agent's cost routes each task of the pool along
+    its cheapest route (success 1, no margins, no subsidy: the consumer pays the inference cost), and
+    `welfare_gap.<protocol>.<bidder>.N<k>`: its welfare minus each market's (paired by seed, t interval)."""
+    main = [w for w in worlds if w.domain == "chain" and w.group == "main"]
+    if not main:
+        return {}
+    per_seed: dict[int, float] = {}
+    for w in main:  # the planner's cost depends on the seed's task pool only (the cheapest clone is at base cost)
+        per_seed.setdefault(w.seed, float(w.centralised_cost))
+    costs = [per_seed[s] for s in sorted(per_seed)]
+    out: dict = {"success": 1.0}
+    out["route_cost"], out["route_cost_ci"] = with_interval(costs, confidence)
+    out["cost_per_task"], out["consumer_pays"] = out["route_cost"], out["route_cost"]
+    out["welfare"], out["welfare_ci"] = with_interval([reward - c for c in costs], confidence)
+    gaps: dict = {}
+    for (protocol, bidder, density), ws in group(main).items():
+        diffs = [(reward - float(w.centralised_cost)) - w.final["welfare"] for w in ws]
+        mean, ci = with_interval(diffs, confidence)
+        gaps.setdefault(protocol, {}).setdefault(bidder, {})[f"N{density}"] = {"mean": mean, "ci": ci}
+    out["welfare_gap"] = gaps
+    out["seeds"] = len(costs)
+    return out
+
+
+def graph_metrics(graph: GraphParams) -> dict:
+    """chain.graph: each edge's cost and source (`edges.<src>_<dst>.{cost, source}`), the cost of the
+    paper's Fr->Sp->En path (`paths.Fr_Sp_En`), the cheapest route to each target, and the paper's
+    three figures under `chain.graph.paper` (inputs we set to match them: calibrated rows)."""
+    edges = [(e.src, e.dst, e.cost) for e in graph.edges]
+    cost_of = {(src, dst): cost for src, dst, cost in edges}
+    paths = {}
+    if ("Fr", "Sp") in cost_of and ("Sp", "En") in cost_of:
+        paths["Fr_Sp_En"] = round(cost_of[("Fr", "Sp")] + cost_of[("Sp", "En")], 10)
+    best = cheapest_costs(graph.source, edges)
+    paper = {
+        "edges": {k: v for k, v in GRAPH_CLAIMS["edges"].items() if tuple(k.split("_")) in cost_of},
+        "paths": {k: v for k, v in GRAPH_CLAIMS["paths"].items() if k in paths},
+        "optimal_route_cost": {k: v for k, v in GRAPH_CLAIMS["optimal_route_cost"].items() if k in graph.targets},
+    }
+    return {
+        "edges": {f"{e.src}_{e.dst}": {"cost": e.cost, "source": e.source} for e in graph.edges},
+        "paths": paths,
+        "optimal_route_cost": {t: round(best[t], 10) for t in graph.targets},
+        "paper": {k: v for k, v in paper.items() if v},
+    }
+
+
+def chain_metrics(worlds: list[WorldResult], confidence: float = 0.95, graph: GraphParams | None = None, reward: float | None = None) -> dict:
+    """chain.<protocol>.<bidder>.N<k>.{success, success_ci (t over seeds), route_cost, margin, ...} + chain.paper
+    for the density sweep, and chain.other_reading.<reading>.<protocol>.<bidder>.N<k> for the belief bidders
+    under the reading the params do not configure."""
+    chain = [w for w in worlds if w.domain == "chain"]
     out: dict = {}
     bidders_by_protocol: dict[str, list[str]] = defaultdict(list)
-    for (protocol, bidder, density), ws in group([w for w in worlds if w.domain == "chain"]).items():
+    for (protocol, bidder, density), ws in group([w for w in chain if w.group == "main"]).items():
         if bidder not in bidders_by_protocol[protocol]:
             bidders_by_protocol[protocol].append(bidder)
-        finals = [w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws]
-        cell = {key: mean_of(f.get(key) for f in finals) for key in CHAIN_KEYS}
-        cell["success_std"] = std_of(f["success"] for f in finals)
-        t = seed_interval([f["success"] for f in finals], confidence)
-        cell["success_ci"] = rounded((t["low"], t["high"]))
-        cell["price"] = mean_dicts([f["price"] for f in finals])
-        cell["subsidy_at"] = mean_dicts([f["subsidy_at"] for f in finals])
-        edges: dict[str, float] = defaultdict(float)
-        for w in ws:
-            for agent in w.bankrupt_agents:
-                edges[agent.split("#")[0]] += 1 / len(ws)
-        cell["bankrupt_by_edge"] = {k: round(v, 6) for k, v in sorted(edges.items())}
-        cell["seeds"] = len(ws)
-        out.setdefault(protocol, {}).setdefault(bidder, {})[f"N{density}"] = cell
+        out.setdefault(protocol, {}).setdefault(bidder, {})[f"N{density}"] = chain_cell(ws, confidence)
     out["paper"] = chain_claims(list(bidders_by_protocol), dict(bidders_by_protocol))
+    other = [w for w in chain if w.group == "other_reading"]
+    if other:
+        reading = str(other[0].reading)
+        out["other_reading"] = {reading: chain_cells_metrics(other, confidence)}
+        n2 = other_reading_claims(reading, sorted({w.bidder for w in other if w.density == 2}))
+        if n2[reading]["first_price"]:
+            out["paper"]["other_reading"] = n2
+    if graph is not None:
+        out["graph"] = graph_metrics(graph)
+    if chain:
+        out["centralised"] = centralised_metrics(chain, reward if reward is not None else chain[0].reward_usd, confidence)
     return out
+
+
+def market_provenance(metrics: dict) -> dict[str, dict[str, str]]:
+    """The `provenance` block of metrics/market.json: every paper-vs-ours row of this file, audited."""
+    return provenance_block([row["metric"] for row in paper_vs_ours(metrics)])
 
 
 def item_matrix(ws: list[WorldResult], key: str) -> np.ndarray:
@@ -174,7 +291,7 @@ def nanmean_rows(stacked: np.ndarray) -> np.ndarray:
 def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10) -> list[Path]:
     """plots/market/: chain success and margin vs N, chain learning curves, answers frontier and curves."""
     written: list[Path] = []
-    chain = group([w for w in worlds if w.domain == "chain"])
+    chain = group([w for w in worlds if w.domain == "chain" and w.group == "main"])
     by_pair: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
     for (protocol, bidder, density), ws in chain.items():
         by_pair[(protocol, bidder)].append((density, ws))

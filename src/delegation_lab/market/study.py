@@ -21,9 +21,9 @@ import torch
 
 from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.market.answers import AnswersDomain, SplitMatrix
-from delegation_lab.market.chain import ChainDomain
+from delegation_lab.market.chain import ChainCell, ChainDomain, density_cells
 from delegation_lab.market.engine import Market
-from delegation_lab.market.params import MarketParams, market_cells
+from delegation_lab.market.params import BELIEF_BIDDERS, MarketParams, market_cells
 from delegation_lab.market.trajectories import AuctionRecorder
 
 Progress = Callable[[str, int], Callable[[int], None]]  # (label, total) -> advance(n)
@@ -45,6 +45,10 @@ class WorldResult:
     final: dict = field(default_factory=dict)
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     bankrupt_agents: list[str] = field(default_factory=list)
+    cost_spread: float | None = None  # chain: cost spread between an edge's agents
+    reading: str | None = None  # chain, Thompson / Bayes-optimal: what the belief is fitted to
+    group: str = "main"  # chain: main density sweep | spread (spread_sweep) | other_reading
+    centralised_cost: float | None = None  # chain: what one planner seeing every cost pays per task (same task pool)
     verifier: str | None = None  # answers: what decided acceptance (Verifier.name, or `none`)
     items: dict[str, np.ndarray] = field(default_factory=dict)  # answers test split: item_id, correct, cost per item
 
@@ -112,6 +116,27 @@ def _market_seed(params: MarketParams, domain: str, bidder: str) -> int:
 # domain 1
 
 
+def reading_of(params: MarketParams, bidder: str) -> str:
+    """The belief reading a bidder's params configure (`rival_bid` for bidders without a belief)."""
+    return getattr(params, bidder).reading if bidder in BELIEF_BIDDERS else "rival_bid"
+
+
+def chain_cells(params: MarketParams, bidder: str, protocols: list[str], seeds: list[int]) -> list[ChainCell]:
+    """Every chain market of one bidder, batched in one `Market`: the density sweep, the cost-spread
+    sweep (when this bidder runs it) and the other belief reading (Thompson, Bayes-optimal)."""
+    cp = params.chain
+    reading = reading_of(params, bidder)
+    cells = density_cells(cp, protocols, seeds, reading)
+    sweep = cp.spread_sweep
+    if sweep.enabled and sweep.bidder == bidder and sweep.protocol in protocols:
+        cells += [ChainCell(sweep.protocol, sweep.density, s, spread, reading, "spread") for spread in sweep.spreads for s in seeds]
+    other = cp.other_reading
+    if other.enabled and bidder in BELIEF_BIDDERS and "first_price" in protocols:
+        flipped = "win_loss" if reading == "rival_bid" else "rival_bid"
+        cells += [ChainCell("first_price", n, s, cp.cost_spread, flipped, "other_reading") for n in other.densities for s in seeds]
+    return cells
+
+
 def run_chain(params: MarketParams, progress: Progress = no_progress, record_every: int | None = None) -> SweepResult:
     device = _torch_setup(params)
     cp = params.chain
@@ -122,9 +147,9 @@ def run_chain(params: MarketParams, progress: Progress = no_progress, record_eve
     for bidder in dict.fromkeys(b for _, b in cells):
         protocols = [p for p, b in cells if b == bidder]
         t0 = time.perf_counter()
-        domain = ChainDomain(cp, protocols, seeds, device)
+        domain = ChainDomain(cp, protocols, seeds, device, cells=chain_cells(params, bidder, protocols, seeds))
         market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "chain", bidder))
-        recorder = AuctionRecorder(every)
+        recorder = AuctionRecorder(every, keep=np.array([c.group == "main" for c in domain.cells]))
         history = []
         advance = progress(f"chain {bidder}", cp.rounds)
         for r in range(cp.rounds):
@@ -137,13 +162,18 @@ def run_chain(params: MarketParams, progress: Progress = no_progress, record_eve
         curves = _curves(history)
         alive = market.alive.cpu().numpy()
         exists = domain.exists.cpu().numpy()
+        planner = domain.centralised_route_cost().mean(1).cpu().numpy()  # [W] over the task pool
         for w, cell in enumerate(domain.cells):
-            res = WorldResult("chain", cell.protocol, bidder, cell.seed, density=cell.density, reward_usd=cp.terminal_reward)
+            res = WorldResult(
+                "chain", cell.protocol, bidder, cell.seed, density=cell.density, reward_usd=cp.terminal_reward,
+                cost_spread=cell.cost_spread, reading=cell.reading if bidder in BELIEF_BIDDERS else None, group=cell.group,
+                centralised_cost=float(planner[w]),
+            )
             res.final = _chain_final(window, w, domain)
             res.curves = {k: v[:, w] for k, v in curves.items()}
             res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if exists[w, a] and not alive[w, a]]
             out.worlds.append(res)
-        for w, frame in recorder.frames(domain.agent_names, domain.languages).items():
+        for w, frame in recorder.frames(domain.agent_names, domain.languages).items():  # main cells only
             out.trajectories[(f"chain-{domain.cells[w].protocol}-{bidder}-N{domain.cells[w].density}", domain.cells[w].seed)] = frame
         out.seconds[f"chain/{bidder}"] = time.perf_counter() - t0
         out.rounds[f"chain/{bidder}"] = cp.rounds
@@ -171,6 +201,7 @@ def _chain_final(s: dict[str, np.ndarray], w: int, domain: ChainDomain) -> dict:
         "subsidy": float(s["subsidy"][w] / tasks),
         "consumer_pays": float(-s["consumer_net"][w] / tasks),
         "auctions_per_task": float(s["auctions_won"][w] / tasks),
+        "welfare": float((succ * float(domain.reward[w]) - s["cost"][w]) / tasks),  # reward earned minus inference cost, per task
         "price": prices,
         "subsidy_at": subs,
     }

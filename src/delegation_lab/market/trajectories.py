@@ -29,6 +29,7 @@ class AuctionRecorder:
     """Accumulates auction rows of many rounds; `every` > 1 keeps only every n-th training round."""
 
     every: int = 1
+    keep: np.ndarray | None = None  # [W] bool: the worlds whose auctions are recorded (None = all)
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def add(self, log: RoundLog, round_index: int, episode_offset: int, split: str, items: Callable[[np.ndarray], np.ndarray], force: bool = False) -> None:
@@ -40,6 +41,8 @@ class AuctionRecorder:
             return torch.stack([getattr(s, name) for s in steps]).cpu().numpy()
 
         active = st("active")  # [T, W, K]
+        if self.keep is not None:
+            active = active & self.keep[None, :, None]
         t, w, k = np.nonzero(active)
         if t.size == 0:
             return

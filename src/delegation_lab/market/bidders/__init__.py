@@ -15,15 +15,24 @@ from delegation_lab.market.params import MarketParams
 __all__ = ["Bidder", "Shade", "ShadeSamples", "make_bidder"]
 
 
-def make_bidder(name: str, params: MarketParams, n_worlds: int, n_agents: int, device: str | torch.device) -> Bidder:
+def make_bidder(
+    name: str, params: MarketParams, n_worlds: int, n_agents: int, device: str | torch.device, win_loss: torch.Tensor | None = None
+) -> Bidder:
+    """`win_loss` [n_worlds] bool picks each market's belief reading (Thompson, Bayes-optimal);
+    None = the reading in the bidder's params for every market."""
     lp = params.learning
+
+    def readings(reading: str) -> torch.Tensor:
+        return win_loss if win_loss is not None else torch.full((n_worlds,), reading == "win_loss", dtype=torch.bool)
+
     common = dict(shade_init=lp.shade_init, shade_min=lp.shade_min, shade_max=lp.shade_max, n_worlds=n_worlds, n_agents=n_agents, device=device)
     if name == "mirror_descent":
         return MirrorDescent(eta=params.mirror_descent.eta, **common)
     if name == "thompson":
-        return Thompson(sigma_floor=params.thompson.sigma_floor, **common)
+        return Thompson(sigma_floor=params.thompson.sigma_floor, win_loss=readings(params.thompson.reading), **common)
     if name == "bayes_optimal":
-        return BayesOptimal(iterations=params.bayes_optimal.iterations, sigma_floor=params.bayes_optimal.sigma_floor, **common)
+        bo = params.bayes_optimal
+        return BayesOptimal(iterations=bo.iterations, sigma_floor=bo.sigma_floor, win_loss=readings(bo.reading), **common)
     if name == "ppo":
         p = params.ppo
         return PPO(clip=p.clip, entropy=p.entropy, epochs=p.epochs, baseline_rate=p.baseline_rate, init_log_std=p.init_log_std, **common)
