@@ -251,3 +251,19 @@ def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
     mine = next(r for r in runs_own if r.method == "mgmt_policy")
     assert mine.actions.n == 3
     assert (mine.train.stats["cost_usd"].sum(axis=1) < run.train.stats["cost_usd"].sum(axis=1)).all()
+
+
+def test_delegation_trained_in_a_second_process_gives_the_same_numbers(fake, finished):
+    """workers: 2 (the default, as in `finished`) trains the delegation batch in a worker process;
+    one process after the other gives every method the same training curves and held-out results."""
+    params, _, runs = finished
+    assert params.workers == 2
+    from delegation_lab.tables import Layout
+
+    one = small_params(workers=1)
+    env_layout, data = prepare_inputs(one, SOLVERS, None, Layout(fake))
+    alone = CoordinatorStudy(one, data, env_layout, log=lambda _: None).run()
+    assert [(r.study, r.method) for r in alone] == [(r.study, r.method) for r in runs]
+    for a, b in zip(alone, runs, strict=True):
+        np.testing.assert_array_equal(a.train.stats["return"], b.train.stats["return"])
+        np.testing.assert_array_equal(a.test.item_outcomes["reward"], b.test.item_outcomes["reward"])

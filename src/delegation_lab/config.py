@@ -424,6 +424,10 @@ class TrackingParams(ParamsModel):
     """MLflow tracking URI; a relative sqlite path is resolved against the repository root."""
     enabled: bool = True
     """Log runs to MLflow (false: stages still write every file output)."""
+    series_points: int = Field(50, ge=2)
+    """Most points per logged curve (means over equal runs of steps, each at its last step); the full curves are each run's `curves.parquet` artifact. 50 keeps the default DAG's store under 50 MB."""
+    keep_runs: int = Field(1, ge=1)
+    """Runs of a stage kept in the store: a stage run that finishes hard-deletes its stage's older runs (and their children); `dlab runs prune` does it for every stage."""
 
 
 class CascadeNoise(ParamsModel):

@@ -12,7 +12,9 @@ Training runs under torch's deterministic algorithms with a fixed thread count.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +22,8 @@ import numpy as np
 from delegation_lab.coordinator import baselines
 from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
 from delegation_lab.coordinator.data import CoordinatorData, SolverTable, check_solver_names, load_coordinator_data
-from delegation_lab.coordinator.dqn import GreedyPolicy, train_batched
+from delegation_lab.coordinator.dqn import GreedyPolicy, TrainResult, train_batched
+from delegation_lab.coordinator.params import DqnParams
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.errors import InputError
@@ -63,6 +66,7 @@ class MethodRun:
 
 
 DQN_METHODS = ("dqn_map", "dqn_nomap")
+SIDE_BY_SIDE = ("always_a", "random", "oracle")  # fixed policies that play as lanes of one env
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,13 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int],
             state["n"] = n
 
     return update, bar.close
+
+
+def train_apart(env: VecCoordinatorEnv, p: DqnParams, device: str, lane_inputs: np.ndarray | None,
+                threads: int | None) -> TrainResult:
+    """`train_batched` in a worker process, under the same deterministic torch settings."""
+    with deterministic_torch(threads):
+        return train_batched(env, p, device, lane_inputs=lane_inputs)
 
 
 class CoordinatorStudy:
@@ -221,11 +232,34 @@ class CoordinatorStudy:
                         time.perf_counter() - t0, solver_set, sweep)
         return self._finish(run)
 
-    def train_dqn_group(self, study: str, members: list[DqnMember]) -> list[MethodRun]:
-        """Train every DQN lane of one environment in one batch — dqn_map and dqn_nomap (whose map
-        features the env zeroes, its network embedded without them) and the cost-weight sweep —
-        then evaluate each method greedily on the test split and report it as its own run."""
+    def fixed_policies(self, study: str, methods: list[str], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+        """always-A, random and the oracle as lanes of one env (method-major: lane = method x seeds +
+        seed index), on the same packets and verdicts as the other methods; each lane's numbers are
+        exactly those of its method played alone, at one env step per iteration instead of three."""
         t0 = time.perf_counter()
+        n, use_map = len(seeds), self.data.has_map
+        train, test = self.envs(study, use_map, np.tile(seeds, len(methods)), np.tile(weights, len(methods)))
+        actions = train.actions
+        rows = {m: np.arange(k * n, (k + 1) * n) for k, m in enumerate(methods)}
+
+        def policy(method: str, stream: int) -> baselines.Policy:
+            if method == "always_a":
+                return baselines.always_manager(study, actions, self.layout.manager)
+            if method == "random":  # the test split draws a fresh stream, not the one training consumed
+                return baselines.uniform_random(seeds, actions.n, stream)
+            return baselines.oracle(rows[method])
+
+        baselines.rollout(train, baselines.side_by_side([(rows[m], policy(m, baselines.POLICY_STREAM)) for m in methods]))
+        baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]))
+        seconds = (time.perf_counter() - t0) / len(methods)  # each method's share of the batch
+        used = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
+        return [self._finish(MethodRun(study, m, [f"{study}.{m}"] * n, seeds, weights, actions, use_map,
+                                       train.lanes_view(rows[m]), test.lanes_view(rows[m]), None, None, seconds,
+                                       [self.layout.manager] if m == "always_a" else used))
+                for m in methods]
+
+    def dqn_batch(self, study: str, members: list[DqnMember]) -> tuple[VecCoordinatorEnv, np.ndarray | None, np.ndarray, bool]:
+        """(train env of every member's lanes, per-lane network inputs, the no-map inputs, any lane sees the map)."""
         seeds = np.concatenate([m.seeds for m in members])
         weights = np.concatenate([m.weights for m in members])
         sees_map = np.concatenate([np.full(len(m.seeds), m.method == "dqn_map") for m in members])
@@ -236,10 +270,25 @@ class CoordinatorStudy:
         lane_inputs = None
         if any_map and not sees_map.all():
             lane_inputs = np.where(sees_map[:, None], True, no_map_inputs[None, :])
+        return train, lane_inputs, no_map_inputs, any_map
+
+    def train_dqn_group(self, study: str, members: list[DqnMember], apart: Future | None = None) -> list[MethodRun]:
+        """Train every DQN lane of one environment in one batch — dqn_map and dqn_nomap (whose map
+        features the env zeroes, its network embedded without them) and the cost-weight sweep —
+        then evaluate each method greedily on the test split and report it as its own run.
+        `apart`: the batch already trains in a second process (`train_apart`); wait for it here."""
+        t0 = time.perf_counter()
+        train, lane_inputs, no_map_inputs, any_map = self.dqn_batch(study, members)
+        seeds = train.seeds
         label = "+".join(dict.fromkeys(m.method + (".sweep" if m.sweep else "") for m in members))
-        update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
-        result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs)
-        close()
+        if apart is None:
+            update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
+            result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs)
+            close()
+        else:
+            result = apart.result()
+            train = result.env  # the env the worker stepped: its stats and step record
+            t0 = time.perf_counter() - result.seconds
         trained = time.perf_counter() - t0
         runs, start = [], 0
         for m in members:
@@ -295,24 +344,59 @@ class CoordinatorStudy:
         seeds = np.arange(p.first_seed, p.first_seed + p.seeds)
         weights = np.full(len(seeds), p.cost_weight)
         order = [s for s in ("management", "delegation") if s in p.studies]
-        for study in order + [s for s in sw.studies if s not in order]:
-            members = [DqnMember(m, seeds, weights, [f"{study}.{m}"] * len(seeds)) for m in DQN_METHODS
-                       if m in p.methods and study in order]
-            members += self.sweep_members(study)
-            for run in self.train_dqn_group(study, members) if members else []:
+        studies = order + [s for s in sw.studies if s not in order]
+        groups = {study: [DqnMember(m, seeds, weights, [f"{study}.{m}"] * len(seeds)) for m in DQN_METHODS
+                          if m in p.methods and study in order] + self.sweep_members(study) for study in studies}
+        with self._workers(groups) as apart:
+            return self._run_studies(studies, order, groups, apart, seeds, weights)
+
+    @contextmanager
+    def _workers(self, groups: dict[str, list[DqnMember]]) -> Iterator[dict[str, Future]]:
+        """With `workers: 2`, every DQN batch after the first trains in a second process from the
+        start (the first in this one), so the two environments' coordinators train side by side."""
+        later = [study for study, members in groups.items() if members][1:]
+        if self.p.workers < 2 or not later:
+            yield {}
+            return
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=min(self.p.workers - 1, len(later)), mp_context=mp.get_context("spawn")) as pool:
+            apart = {}
+            for study in later:
+                train, lane_inputs, _, _ = self.dqn_batch(study, groups[study])
+                apart[study] = pool.submit(train_apart, train, self.p.dqn, str(self.device), lane_inputs, self.p.torch_threads)
+            try:
+                yield apart
+            finally:
+                for future in apart.values():
+                    future.cancel()
+
+    def _run_studies(self, studies: list[str], order: list[str], groups: dict[str, list[DqnMember]],
+                     apart: dict[str, Future], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+        p = self.p
+        for study in studies:
+            members = groups[study]
+            for run in self.train_dqn_group(study, members, apart.get(study)) if members else []:
                 if not run.sweep:
                     self.log(f"coordinator: {study}.{run.method}: late return "
                              f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}")
             if study not in order:
                 continue
+            side = [m for m in p.methods if m in SIDE_BY_SIDE]
             for method in p.methods:
                 if method in DQN_METHODS or (method == "mgmt_policy" and study != "delegation"):
                     continue
-                run = self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))
-                self.log(
-                    f"coordinator: {study}.{method}: late return {run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, "
-                    f"{run.seconds:.1f} s"
-                )
+                if method in SIDE_BY_SIDE:
+                    if method != side[0]:
+                        continue
+                    done = self.fixed_policies(study, side, seeds, weights)
+                else:
+                    done = [self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))]
+                for run in done:
+                    self.log(
+                        f"coordinator: {study}.{run.method}: late return "
+                        f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, {run.seconds:.1f} s"
+                    )
         return self.runs
 
     def sweep_members(self, study: str) -> list[DqnMember]:
