@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -217,6 +217,7 @@ class TrainResult:
     updates: np.ndarray  # [L]: gradient steps taken
     steps: np.ndarray  # [L]: environment steps taken
     seconds: float
+    checkpoints: dict[int, list] = field(default_factory=dict)  # episode -> per lane layers at that episode
 
 
 def train_batched(
@@ -227,11 +228,13 @@ def train_batched(
     max_steps: int | None = None,
     trace: list | None = None,
     lane_inputs: np.ndarray | None = None,
+    checkpoints: tuple[int, ...] = (),
 ) -> TrainResult:
     """Train one DQN per lane of `env` (lane seeds = env.seeds) until every lane has played
     env.episodes episodes (or `max_steps` iterations). `trace`, if given, collects (actions, Q of
     the acting observation) per iteration, for the equivalence test. `lane_inputs` (bool [L, obs_dim]):
-    the inputs each lane's network has (the env must give the others as zeros)."""
+    the inputs each lane's network has (the env must give the others as zeros). `checkpoints`:
+    episode counts at which each lane's weights are also kept (after that iteration's update)."""
     import time
 
     t0 = time.perf_counter()
@@ -254,6 +257,7 @@ def train_batched(
     updates = 0
     t = 0  # environment steps of every still-active lane
     live = np.arange(L)  # the lanes the tensors hold: finished lanes are compacted out
+    saved: dict[int, list] = {}
     greedy = np.zeros(L, dtype=np.int64)
     obs = env.reset()
     while env.active.any() and (max_steps is None or t < max_steps):
@@ -302,6 +306,9 @@ def train_batched(
                 with torch.no_grad():
                     for tw, w in zip(target, net.params, strict=True):
                         tw.copy_(w)
+        if len(ended) and checkpoints:
+            for lane in ended[np.isin(env.episode[ended], checkpoints)]:
+                saved.setdefault(int(env.episode[lane]), [None] * L)[lane] = net.lane_layers(int(np.searchsorted(live, lane)))
         newly_finished = was_active & ~env.active
         if newly_finished.any():
             for pos in np.flatnonzero(newly_finished[live]):
@@ -318,4 +325,5 @@ def train_batched(
             final[lane] = net.lane_layers(pos)
     steps = env.total_steps.copy()
     lane_updates = np.maximum(0, steps // p.train_frequency - p.learning_starts // p.train_frequency)
-    return TrainResult(GreedyPolicy(net.sizes, final), env, eps_log, lane_updates, steps, time.perf_counter() - t0)
+    return TrainResult(GreedyPolicy(net.sizes, final), env, eps_log, lane_updates, steps, time.perf_counter() - t0,
+                       {k: v for k, v in saved.items() if all(x is not None for x in v)})

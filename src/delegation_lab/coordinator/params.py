@@ -85,6 +85,8 @@ class CoordinatorParams(ParamsModel):
     """Late-training window (last episodes) for the late-train metrics."""
     mgmt_policy_rules: Literal["management", "delegation"] = "management"
     """How mgmt_policy plays the delegation study's packets: `management` = the frozen coordinator's own routes and cost rule (the paper's matched comparison), `delegation` = each route sent as its joint action (kickoff the manager, pass down the route), paying the delegation edge fees."""
+    checkpoint_every: int = Field(100, ge=0)
+    """Management coordinator checkpoints every this many episodes over the second half of training (0 = none): each is played greedily on the dev split (the ability split, never trained on), and `mgmt_policy_selected` plays, per seed, the best one there beside `mgmt_policy` (the last weights)."""
     dqn: DqnParams = DqnParams()
     """Q-network and DQN schedule (Table 3)."""
     sweep: SweepParams = SweepParams()

@@ -52,6 +52,7 @@ class MethodRun:
     sweep: bool = False
     points: list[str] | None = None  # per lane operating point (fixed orders: the order); None = lambda
     lane_solvers: list[list[str]] | None = None  # per lane solver set, where it differs by lane
+    extra: dict | None = None  # method-specific figures for its metrics block (e.g. the chosen checkpoints)
 
     @property
     def lanes(self) -> int:
@@ -152,8 +153,11 @@ class CoordinatorStudy:
         self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
         self.train_table = data.train.select(layout.columns)
         self.test_table = data.test.select(layout.columns)
+        self.dev_table = data.dev.select(layout.columns) if data.dev is not None else None
+        self.selected: dict[str, tuple[GreedyPolicy, dict]] = {}  # per method: checkpoint chosen on the dev split
         self.device = resolve_device(params.device, "coordinator.device")
         self.runs: list[MethodRun] = []
+        self.batch_seconds: dict[str, float] = {}  # per environment: its DQN batch's training loop
 
     def config(self, use_map: bool) -> EnvConfig:
         p = self.p
@@ -175,7 +179,7 @@ class CoordinatorStudy:
     def env(self, split: str, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
             record: bool | None = None, map_lanes: np.ndarray | None = None) -> VecCoordinatorEnv:
         """The train (sampled packets, `episodes` of them) or test (every item once, in order) env."""
-        table = self.train_table if split == "train" else self.test_table
+        table = {"train": self.train_table, "test": self.test_table, "dev": self.dev_table}[split]
         record = self.p.trajectories if record is None else record
         episodes, mode = (self.p.episodes, "sample") if split == "train" else (None, "sequential")
         return VecCoordinatorEnv(table, self.actions(study), self.config(use_map), seeds, weights, episodes, mode, record,
@@ -200,11 +204,15 @@ class CoordinatorStudy:
             raise ValueError(f"{method} trains with its environment's DQN group")
         use_map = self.data.has_map
         rules = study
-        if method == "mgmt_policy":
+        extra = None
+        if method in ("mgmt_policy", "mgmt_policy_selected"):
             source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
             assert source is not None  # params validation guarantees the management coordinator ran first
             use_map = source.use_map
             rules = self.p.mgmt_policy_rules
+            frozen = source.policy
+            if method == "mgmt_policy_selected":
+                frozen, extra = self.selected[source.method]
         train, test = self.envs(rules, use_map, seeds, weights)
         actions = train.actions
         if method == "always_a":
@@ -213,10 +221,10 @@ class CoordinatorStudy:
             act = baselines.uniform_random(seeds, actions.n)
         elif method == "oracle":
             act = baselines.oracle()
-        elif method == "mgmt_policy" and rules == "management":
-            act = baselines.greedy(source.policy)
-        elif method == "mgmt_policy":
-            act = baselines.management_in_delegation(source.policy, self.layout.routes, actions)
+        elif method.startswith("mgmt_policy") and rules == "management":
+            act = baselines.greedy(frozen)
+        elif method.startswith("mgmt_policy"):
+            act = baselines.management_in_delegation(frozen, self.layout.routes, actions)
         else:  # pragma: no cover - params validation restricts methods
             raise ValueError(method)
         baselines.rollout(train, act)
@@ -229,7 +237,7 @@ class CoordinatorStudy:
             used = actions.answers.any(axis=0)
             solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
         run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, None, None,
-                        time.perf_counter() - t0, solver_set, sweep)
+                        time.perf_counter() - t0, solver_set, sweep, extra=extra)
         return self._finish(run)
 
     def fixed_policies(self, study: str, methods: list[str], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
@@ -283,7 +291,8 @@ class CoordinatorStudy:
         label = "+".join(dict.fromkeys(m.method + (".sweep" if m.sweep else "") for m in members))
         if apart is None:
             update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
-            result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs)
+            result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs,
+                                   checkpoints=self.checkpoints(study))
             close()
         else:
             result = apart.result()
@@ -304,9 +313,42 @@ class CoordinatorStudy:
             seconds = trained * len(lanes) / len(seeds) + time.perf_counter() - t1  # its share of the batch
             run = MethodRun(study, m.method, m.names, m.seeds, m.weights, actions, use_map, train.lanes_view(lanes), test,
                             result.epsilon[lanes], policy, seconds, solver_set, m.sweep)
+            if result.checkpoints and not m.sweep:
+                self.selected[m.method] = self.select_checkpoint(study, m, lanes, result, policy, no_map_inputs, any_map)
             runs.append(self._finish(run))
+        self.batch_seconds[study] = round(trained, 1)
         self.log(f"coordinator: {study}.{label}: {len(seeds)} lanes trained together in {trained:.1f} s")
         return runs
+
+    def checkpoints(self, study: str) -> tuple[int, ...]:
+        """Episodes at which the management coordinator is also kept, when mgmt_policy will play it."""
+        p = self.p
+        if (study != "management" or not p.checkpoint_every or self.dev_table is None
+                or "mgmt_policy" not in p.methods or "delegation" not in p.studies):
+            return ()
+        return tuple(range(p.episodes // 2, p.episodes, p.checkpoint_every))
+
+    def select_checkpoint(self, study: str, m: DqnMember, lanes: np.ndarray, result: TrainResult, last: GreedyPolicy,
+                          no_map_inputs: np.ndarray, any_map: bool) -> tuple[GreedyPolicy, dict]:
+        """Per seed, the checkpoint (or the last weights) of highest greedy return on the dev split."""
+        use_map = m.method == "dqn_map"
+        inputs = None if use_map or not any_map else no_map_inputs
+        episodes = sorted(result.checkpoints) + [self.p.episodes]
+        candidates = [GreedyPolicy(result.policy.sizes, result.checkpoints[e]).lanes(lanes, inputs) for e in episodes[:-1]]
+        candidates.append(last)
+        n = len(m.seeds)
+        dev = self.env("dev", study, use_map, np.tile(m.seeds, len(candidates)), np.tile(m.weights, len(candidates)),
+                       record=False)
+        together = GreedyPolicy(last.sizes, [lane for c in candidates for lane in c.layers])
+        baselines.rollout(dev, baselines.greedy(together))
+        dev_return = (dev.stats["return"].sum(axis=1) / dev.stats["items"].sum(axis=1) * self.p.packet_size).reshape(len(candidates), n)
+        best = len(candidates) - 1 - np.argmax(dev_return[::-1], axis=0)  # ties: the later checkpoint
+        chosen = GreedyPolicy(last.sizes, [candidates[best[i]].layers[i] for i in range(n)])
+        info = {"checkpoint_episode": [int(episodes[b]) for b in best],
+                "dev_return_selected_mean": float(dev_return[best, np.arange(n)].mean()),
+                "dev_return_last_mean": float(dev_return[-1].mean()), "dev_items": int(self.dev_table.n_items),
+                "checkpoints_compared": len(candidates)}
+        return chosen, info
 
     def _finish(self, run: MethodRun) -> MethodRun:
         self.runs.append(run)
@@ -392,6 +434,9 @@ class CoordinatorStudy:
                     done = self.fixed_policies(study, side, seeds, weights)
                 else:
                     done = [self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))]
+                if method == "mgmt_policy" and self.selected:  # the checkpoint chosen on the dev split, beside the last
+                    name = "mgmt_policy_selected"
+                    done.append(self.run_method(study, name, seeds, weights, [f"{study}.{name}"] * len(seeds)))
                 for run in done:
                     self.log(
                         f"coordinator: {study}.{run.method}: late return "
