@@ -417,32 +417,41 @@ class CoordinatorStudy:
                      apart: dict[str, Future], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
         p = self.p
         for study in studies:
+            # a batch training in the worker: the fixed policies play first, while it trains
+            baselines_first = study in apart and study in order
+            if baselines_first:
+                self._baselines(study, seeds, weights, frozen=False)
             members = groups[study]
             for run in self.train_dqn_group(study, members, apart.get(study)) if members else []:
                 if not run.sweep:
                     self.log(f"coordinator: {study}.{run.method}: late return "
                              f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}")
-            if study not in order:
-                continue
-            side = [m for m in p.methods if m in SIDE_BY_SIDE]
-            for method in p.methods:
-                if method in DQN_METHODS or (method == "mgmt_policy" and study != "delegation"):
-                    continue
-                if method in SIDE_BY_SIDE:
-                    if method != side[0]:
-                        continue
-                    done = self.fixed_policies(study, side, seeds, weights)
-                else:
-                    done = [self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))]
-                if method == "mgmt_policy" and self.selected:  # the checkpoint chosen on the dev split, beside the last
-                    name = "mgmt_policy_selected"
-                    done.append(self.run_method(study, name, seeds, weights, [f"{study}.{name}"] * len(seeds)))
-                for run in done:
-                    self.log(
-                        f"coordinator: {study}.{run.method}: late return "
-                        f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, {run.seconds:.1f} s"
-                    )
+            if study in order:
+                self._baselines(study, seeds, weights, frozen=True, fixed=not baselines_first)
         return self.runs
+
+    def _baselines(self, study: str, seeds: np.ndarray, weights: np.ndarray, frozen: bool, fixed: bool = True) -> None:
+        """The non-learning methods of `study`: the fixed policies (`fixed`) and the frozen management
+        coordinator (`frozen`: it needs the management batch trained)."""
+        p = self.p
+        side = [m for m in p.methods if m in SIDE_BY_SIDE]
+        for method in p.methods:
+            if method in DQN_METHODS or (method == "mgmt_policy" and (study != "delegation" or not frozen)):
+                continue
+            if method != "mgmt_policy" and not fixed:
+                continue
+            if method in SIDE_BY_SIDE:
+                if method != side[0]:
+                    continue
+                done = self.fixed_policies(study, side, seeds, weights)
+            else:
+                done = [self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))]
+            if method == "mgmt_policy" and self.selected:  # the checkpoint chosen on the dev split, beside the last
+                name = "mgmt_policy_selected"
+                done.append(self.run_method(study, name, seeds, weights, [f"{study}.{name}"] * len(seeds)))
+            for run in done:
+                self.log(f"coordinator: {study}.{run.method}: late return "
+                         f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, {run.seconds:.1f} s")
 
     def sweep_members(self, study: str) -> list[DqnMember]:
         """The cost-weight sweep's lanes of `study` (seed x other cost weight), trained beside the main DQNs."""
