@@ -4,7 +4,8 @@ Both train on the same number of environment steps per seed (management and dele
 default Table 3 network and the cached answers in data/ when the pipeline has run, otherwise a
 synthetic cache with the calibrated accuracies and prices), on one torch thread. Prints, per env,
 seed-steps per second of each and the speedup, and checks that the batched lane of seed 0 took the
-reference loop's actions.
+reference loop's actions. Delegation uses the 52 answering joint actions the stage trains on. Last,
+the whole stage against its training loops from the last `dvc repro coordinator` (ratios only).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from delegation_lab.coordinator.actions import delegation_actions, management_actions
+import json
+
+from delegation_lab.coordinator.actions import answering_actions, delegation_actions, management_actions
 from delegation_lab.coordinator.data import SolverTable, load_coordinator_data
 from delegation_lab.coordinator.dqn import train_batched
 from delegation_lab.coordinator.envs import DelegationEnv, EnvConfig, ManagementEnv, VecCoordinatorEnv
@@ -51,11 +54,12 @@ def main() -> None:
     cfg = EnvConfig()
     print(f"{SEEDS} seeds x {STEPS} env steps each ({STEPS - p.learning_starts} updates), {source}, 1 torch thread")
     for kind in ("management", "delegation"):
-        acts = management_actions(ROUTES, t.solvers) if kind == "management" else delegation_actions(t.solvers)
+        # delegation: the 52 answering joint actions the stage trains on (not all 189)
+        acts = management_actions(ROUTES, t.solvers) if kind == "management" else answering_actions(delegation_actions(t.solvers))
         # warm-up outside the clock: torch's lazy imports on the first optimiser step, allocator
         warm = DqnParams(learning_starts=5)
         train_batched(VecCoordinatorEnv(t, acts, cfg, [0, 1], 100.0, episodes=10), warm, max_steps=20)
-        env = ManagementEnv(t, ROUTES, cfg) if kind == "management" else DelegationEnv(t, cfg)
+        env = ManagementEnv(t, ROUTES, cfg) if kind == "management" else DelegationEnv(t, cfg, answering=True)
         train_reference(env, 0, warm, episodes=10, max_steps=20)
         vec = VecCoordinatorEnv(t, acts, cfg, list(range(SEEDS)), 100.0, episodes=10_000)
         trace: list = []
@@ -65,7 +69,7 @@ def main() -> None:
         start = time.perf_counter()
         first = None
         for seed in range(SEEDS):
-            env = ManagementEnv(t, ROUTES, cfg) if kind == "management" else DelegationEnv(t, cfg)
+            env = ManagementEnv(t, ROUTES, cfg) if kind == "management" else DelegationEnv(t, cfg, answering=True)
             ref = train_reference(env, seed, p, episodes=10_000, max_steps=STEPS, keep_trace=seed == 0)
             first = first or ref
         sequential = time.perf_counter() - start
@@ -73,6 +77,27 @@ def main() -> None:
         print(f"{kind:>10}: batched {SEEDS * STEPS / batched:8.0f} seed-steps/s, sequential reference "
               f"{SEEDS * STEPS / sequential:6.0f} seed-steps/s -> speedup {sequential / batched:.1f}x; "
               f"seed 0 actions agree: {'yes' if agree else 'NO'}")
+    stage_overhead()
+
+
+def stage_overhead() -> None:
+    """The whole stage against its DQN training loops, from the last `dvc repro coordinator`
+    (metrics/coordinator.json `timing`, metrics/timings/coordinator.json): ratios only, since
+    the seconds depend on the machine and its load."""
+    metrics, timings = ROOT / "metrics" / "coordinator.json", ROOT / "metrics" / "timings" / "coordinator.json"
+    if not (metrics.exists() and timings.exists()):
+        print("stage overhead: no metrics/coordinator.json yet (run `dvc repro coordinator`)")
+        return
+    timing = json.loads(metrics.read_text()).get("timing", {})
+    batches = timing.get("dqn_batch_seconds")
+    if not batches:
+        print("stage overhead: metrics/coordinator.json has no timing.dqn_batch_seconds (an older run)")
+        return
+    stage = json.loads(timings.read_text())
+    loops = sum(batches.values())
+    print(f"stage overhead: whole stage wall / longest DQN loop {stage['seconds'] / max(batches.values()):.2f}x, "
+          f"stage CPU / all DQN loops {stage['cpu_seconds'] / loops:.2f}x, "
+          f"DQN loops side by side: {loops / stage['seconds']:.2f} loop-seconds per wall second")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from delegation_lab.coordinator.plots import plot_share, plot_sweep, plot_traini
 from delegation_lab.coordinator.results import (
     curve_tables,
     outcome_frame,
+    provenance,
     study_metrics,
     summary_rows,
     sweep_table,
@@ -53,7 +54,10 @@ def coordinator(ctx: StageContext) -> None:
             "routes": [">".join(r) for r in layout.routes], "train_items": data.train.n_items,
             "test_items": data.test.n_items, "ability_map": data.has_map, "device": str(study.device),
             "torch_threads": params.torch_threads, "mgmt_policy_rules": params.mgmt_policy_rules,
+            "dqn_learning_starts": params.dqn.learning_starts,  # ours, not the paper's (see provenance)
         }
+        metrics["provenance"] = provenance({k: v for k, v in metrics.items() if k in ("management", "delegation")},
+                                           params.dqn.learning_starts)
         mlflow.parent_metrics({k: v for k, v in _flat(metrics).items() if "paper" not in k})
         run_ids = mlflow.close()
     except BaseException as e:
@@ -107,6 +111,7 @@ def coordinator(ctx: StageContext) -> None:
     metrics["timing"] = {
         "train_and_eval_seconds": round(t_trained - t_start, 1), "mlflow_wait_seconds": round(t_logged - t_trained, 1),
         "trajectories_seconds": round(t_written - t_logged, 1), "trajectory_rows": rows,
+        "dqn_batch_seconds": study.batch_seconds,  # the training loops (delegation's in a second process)
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }
     write_json_atomic(metrics, ctx.layout.metrics(STUDY))
@@ -134,9 +139,11 @@ def _report(metrics: dict) -> None:
             if method in ("paper", "fixed_orders"):
                 continue
             extra = ""
-            if "seeds_better_return" in m:
+            if "vs_always_a" in m:
+                v = m["vs_always_a"]
+                lo, hi = v["late_return_difference_ci"]
                 extra = (f"; vs always_a: {m['seeds_better_return']}/{m['n_seeds']} seeds better, "
-                         f"{m['seeds_cheaper']} cheaper, p={m['wilcoxon_p_return']}")
+                         f"late return {v['late_return_difference']:+.2f} [{lo:+.2f}, {hi:+.2f}]")
             if "order" in m:
                 extra += f" (order {m['order']})"
             if "vs_best_fixed_order" in m:

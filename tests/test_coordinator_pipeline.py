@@ -59,7 +59,7 @@ def test_smoke_repro_writes_every_output(smoke):
     assert orders.height == 2 * 15 * seeds and orders["run_id"].is_null().all()
     assert (test["n_items"] == 300).all() and test["run_id"].is_not_null().all()
     sweep = len(params["sweep"]["cost_weights"]) - 1
-    n_main = 5 * seeds + 6 * seeds  # learned and single baselines: management 5 methods, delegation 6
+    n_main = 5 * seeds + 7 * seeds  # learned and single baselines: management 5 methods, delegation 7 (mgmt_policy: last and dev-selected)
     assert test.height == n_main + sweep * params["sweep"]["seeds"]
     outcomes = pl.read_parquet(project / "results" / "outcomes" / "coordinator.parquet")
     assert outcomes.height == (test.height + orders.height) * 300

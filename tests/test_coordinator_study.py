@@ -36,7 +36,7 @@ SOLVERS = ["A", "B", "C"]
 
 
 def small_params(**overrides) -> CoordinatorParams:
-    base = dict(seeds=3, episodes=24, late_episodes=8, packet_size=8,
+    base = dict(seeds=3, episodes=24, late_episodes=8, packet_size=8, checkpoint_every=6,
                 dqn=DqnParams(learning_starts=30, epsilon_decay_steps=120, target_sync=20, batch_size=16, hidden=32),
                 sweep=SweepParams(cost_weights=[10.0, 100.0, 1000.0], seeds=2, studies=["management"]))
     base.update(overrides)
@@ -129,7 +129,7 @@ def test_every_method_ran_on_the_same_training_packets(finished):
     params, study, runs = finished
     names = {(r.study, r.method) for r in runs if not r.sweep}
     assert names == {(s, m) for s in ("management", "delegation") for m in params.methods
-                     if not (m == "mgmt_policy" and s == "management")}
+                     if not (m == "mgmt_policy" and s == "management")} | {("delegation", "mgmt_policy_selected")}
     for env_study in ("management", "delegation"):
         mine = [r for r in runs if r.study == env_study and not r.sweep and r.train.record is not None]
         items = [r.train.record.lane(1)["item"] for r in mine]
@@ -251,3 +251,60 @@ def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
     mine = next(r for r in runs_own if r.method == "mgmt_policy")
     assert mine.actions.n == 3
     assert (mine.train.stats["cost_usd"].sum(axis=1) < run.train.stats["cost_usd"].sum(axis=1)).all()
+
+
+def test_delegation_trained_in_a_second_process_gives_the_same_numbers(fake, finished):
+    """workers: 2 (the default, as in `finished`) trains the delegation batch in a worker process;
+    one process after the other gives every method the same training curves and held-out results."""
+    params, _, runs = finished
+    assert params.workers == 2
+    from delegation_lab.tables import Layout
+
+    one = small_params(workers=1)
+    env_layout, data = prepare_inputs(one, SOLVERS, None, Layout(fake))
+    alone = CoordinatorStudy(one, data, env_layout, log=lambda _: None).run()
+    key = lambda r: (r.study, r.method, r.sweep)  # noqa: E731 - the worker changes the order, not the runs
+    alone, runs = sorted(alone, key=key), sorted(runs, key=key)
+    assert [key(r) for r in alone] == [key(r) for r in runs]
+    for a, b in zip(alone, runs, strict=True):
+        np.testing.assert_array_equal(a.train.stats["return"], b.train.stats["return"])
+        np.testing.assert_array_equal(a.test.item_outcomes["reward"], b.test.item_outcomes["reward"])
+
+
+def test_effect_sizes_against_always_a_and_the_provenance_of_the_paper_rows(finished):
+    from delegation_lab.coordinator.results import provenance
+
+    params, _, runs = finished
+    m = study_metrics(runs, params.late_episodes, params.packet_size)
+    dqn, base = m["management"]["dqn_map"], m["management"]["always_a"]
+    v = dqn["vs_always_a"]
+    lo, hi = v["late_return_difference_ci"]
+    assert lo < v["late_return_difference"] < hi
+    assert v["late_return_difference"] == pytest.approx(dqn["late_return_mean"] - base["late_return_mean"])
+    held = v["held_out"]
+    assert held["return_difference"] == pytest.approx(dqn["test_return_mean"] - base["test_return_mean"])
+    prov = provenance({k: m[k] for k in ("management", "delegation")}, params.dqn.learning_starts)
+    assert prov["management.always_a.late_accuracy_mean"]["kind"] == "calibrated"
+    assert prov["delegation.always_a.late_cost_per_episode_mean"]["kind"] == "calibrated"
+    assert "management.dqn_map.late_return_mean" not in prov  # computed: an outcome of the method
+    assert prov["setup.dqn_learning_starts"]["kind"] == "setting" and "our addition" in prov["setup.dqn_learning_starts"]["why"]
+    for key in prov:  # every provenance row names a figure the paper gives
+        if key.startswith(("management.", "delegation.")):
+            study, method, metric = key.split(".")
+            assert metric in m[study]["paper"][method]
+
+
+def test_the_management_checkpoint_is_selected_on_the_dev_split(finished):
+    """mgmt_policy plays the last weights, mgmt_policy_selected per seed the checkpoint (episodes
+    12, 18 of 24 here, or the last) of highest greedy return on the dev (ability) split."""
+    params, study, runs = finished
+    m = study_metrics(runs, params.late_episodes, params.packet_size)
+    picked = m["delegation"]["mgmt_policy_selected"]
+    assert picked["checkpoints_compared"] == 3 and picked["dev_items"] == 120
+    assert set(picked["checkpoint_episode"]) <= {12, 18, 24} and len(picked["checkpoint_episode"]) == params.seeds
+    assert picked["dev_return_selected_mean"] >= picked["dev_return_last_mean"]
+    last = next(r for r in runs if r.method == "mgmt_policy")
+    chosen = next(r for r in runs if r.method == "mgmt_policy_selected")
+    for lane, episode in enumerate(picked["checkpoint_episode"]):  # a seed that kept its last weights plays the same
+        if episode == params.episodes:
+            np.testing.assert_array_equal(chosen.test.item_outcomes["reward"][lane], last.test.item_outcomes["reward"][lane])

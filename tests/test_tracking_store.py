@@ -63,8 +63,11 @@ def test_parent_and_child_runs_with_series(tracker: Tracker, tmp_path: Path, mon
     assert len(children) == 3
     child = next(r for r in children if r.data.tags.get("seed") == "1")
     history = client.get_metric_history(child.info.run_id, "train/return")
-    assert len(history) == 1500 and history[-1].step == 1499 and history[-1].value == 1500.0
-    assert [a.path for a in client.list_artifacts(child.info.run_id)] == ["plot.csv"]
+    # at most series_points (50) points, each the mean of its 30 episodes at the last one's step
+    assert len(history) == 50 and history[-1].step == 1499 and history[-1].value == pytest.approx(1 + 1484.5)
+    assert sorted(a.path for a in client.list_artifacts(child.info.run_id)) == ["curves.parquet", "plot.csv"]
+    full = pl.read_parquet(client.download_artifacts(child.info.run_id, "curves.parquet", str(tmp_path)))
+    assert full.height == 1500 and full["step"].max() == 1499 and full["value"].max() == 1500.0
     table = compare_runs(tracker.uri, "coordinator", ["eval/accuracy"])
     dqn = table.filter(pl.col("method") == "dqn_map").row(0, named=True)
     assert dqn["n_seeds"] == 2 and dqn["eval/accuracy mean"] == pytest.approx(0.905)
@@ -115,7 +118,8 @@ def start_hanging_stage(root: Path) -> subprocess.Popen:
     return proc
 
 
-def test_runs_of_a_killed_stage_are_marked_failed_and_never_compared(tracker: Tracker, tmp_path: Path):
+def test_runs_of_a_killed_stage_are_marked_failed_and_never_compared(tmp_path: Path):
+    tracker = Tracker(TrackingParams(uri="sqlite:///mlflow.db", keep_runs=10), root=tmp_path)  # no replacing here
     with tracker.stage_run("study", "stage") as stage, stage.child("m", seed=0) as child:
         child.log_metrics({"score": 1.0})
     killed = start_hanging_stage(tmp_path)
@@ -277,3 +281,35 @@ def test_a_password_in_a_url_param_is_masked_before_logging():
     assert without_url_passwords("https://bob:s3cr3t-key@api.example/v1") == "https://bob:***@api.example/v1"
     assert without_url_passwords('{"base_url": "http://u:p@127.0.0.1:8000"}') == '{"base_url": "http://u:***@127.0.0.1:8000"}'
     assert without_url_passwords("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+
+
+def test_a_stage_rerun_replaces_its_runs_and_prune_keeps_the_newest(tracker: Tracker, tmp_path: Path):
+    def stage_run(value: float, fail: bool = False) -> None:
+        with tracker.stage_run("study", "stage") as stage:
+            for seed in (0, 1):
+                with stage.child("m", seed=seed) as child:
+                    child.log_series({"train/x": [value] * 300})
+                    child.log_metrics({"eval/x": value})
+            if fail:
+                raise RuntimeError("boom")
+
+    def runs() -> list:
+        return tracker.client.search_runs([tracker.client.get_experiment_by_name("study").experiment_id], run_view_type=3)
+
+    stage_run(1.0)
+    stage_run(2.0)
+    assert len(runs()) == 3  # the second run replaced the first: one parent, two children
+    assert compare_runs(tracker.uri, "study", ["eval/x"])["eval/x mean"].item() == 2.0
+    with pytest.raises(RuntimeError):
+        stage_run(3.0, fail=True)  # a failed rerun deletes nothing
+    assert len(runs()) == 6
+    assert compare_runs(tracker.uri, "study", ["eval/x"])["eval/x mean"].item() == 2.0
+    rows = connect_sqlite(tracker).execute("SELECT count(*) FROM metrics").fetchone()[0]
+    assert rows == 4 * (50 + 1)  # four children x (a 50-point curve + one final); parents log none
+    assert len(tracker.prune("study", keep=1)) == 1 and len(runs()) == 3
+
+
+def connect_sqlite(tracker: Tracker):
+    import sqlite3
+
+    return sqlite3.connect(tracker.uri[len("sqlite:///"):])

@@ -182,7 +182,7 @@ def query(
         typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
 
 
-runs_app = typer.Typer(help="Compare MLflow runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Compare and prune MLflow runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
 from delegation_lab.games.cli import game_app  # noqa: E402 - the `history_game` study's sub-command
@@ -214,6 +214,28 @@ def runs_compare(
     except InputError as e:
         fail(f"error: {e}", 1)
     emit(table, out)
+
+
+@runs_app.command("prune")
+def runs_prune(
+    keep: Annotated[int, typer.Option(min=1, help="newest runs kept per stage")] = 1,
+    study: Annotated[str | None, typer.Option(help="only this experiment; default every one")] = None,
+    params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
+) -> None:
+    """Hard-delete all but the KEEP newest runs of every stage (children included) and vacuum the store."""
+    from delegation_lab.tracking import Tracker
+
+    try:
+        params = load_params(params_path)
+    except ConfigError as e:
+        fail(str(e), 2)
+    tracker = Tracker(params.tracking, params_path.resolve().parent)
+    if not params.tracking.enabled:
+        fail("error: tracking.enabled is false: there is no store to prune", 1)
+    names = [study] if study else [e.name for e in tracker.client.search_experiments()]
+    for name in names:
+        deleted = tracker.prune(name, None, keep)
+        print(f"{name}: {len(deleted)} stage run(s) deleted, the newest {keep} per stage kept")
 
 
 @app.command("report")

@@ -9,6 +9,12 @@ Every run records the process that owns it (tags `dlab.host`, `dlab.pid`, `dlab.
 stage killed without cleanup (SIGKILL, OOM, power) leaves its runs RUNNING; the stage's next run
 marks those whose process is gone from this host FAILED (`mark_dead_runs_failed`). A run of another
 host, or of a live process here (a concurrent `dvc exp run`), is left alone.
+
+The store stays small: a logged curve keeps at most `tracking.series_points` points (means over
+equal runs of consecutive values, each at the step of its run's last value), the full curves go to
+one Parquet artifact per run (`curves.parquet`: key, step, value), and a stage's run that finishes
+replaces its older runs (`tracking.keep_runs` newest kept, children included, hard-deleted; the
+sqlite file is vacuumed). `dlab runs prune` does the same for every stage of the store.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from delegation_lab.config import TrackingParams
 from delegation_lab.hashing import stable_hash
@@ -117,13 +125,29 @@ def owner_is_gone(tags: Mapping[str, str]) -> bool:
     return False
 
 
+def downsample(values: Sequence[float], points: int, steps: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of at most `points` points: means over consecutive equal-as-possible runs of
+    the values, each at the step of its run's last value; a short curve is returned whole."""
+    v = np.asarray(values, dtype=np.float64)
+    s = np.arange(len(v)) if steps is None else np.asarray(steps, dtype=np.int64)
+    if len(v) <= points:
+        return s, v
+    edges = np.linspace(0, len(v), points + 1).round().astype(np.int64)
+    return s[edges[1:] - 1], np.add.reduceat(v, edges[:-1]) / np.diff(edges)
+
+
+CURVES_ARTIFACT = "curves.parquet"
+
+
 class Run:
     """A parent or child MLflow run (or a no-op stand-in when tracking is off)."""
 
-    def __init__(self, client: Any, run_id: str | None, experiment_id: str | None):
+    def __init__(self, client: Any, run_id: str | None, experiment_id: str | None, series_points: int = 200):
         self.client = client
         self.run_id = run_id
         self.experiment_id = experiment_id
+        self.series_points = series_points
+        self._curves: list[tuple[str, np.ndarray, np.ndarray]] = []  # full curves for the artifact
 
     @property
     def active(self) -> bool:
@@ -151,22 +175,46 @@ class Run:
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
 
     def log_series(self, series: Mapping[str, Sequence[float]], start_step: int = 0,
-                   steps: Sequence[int] | None = None) -> None:
-        """Per-episode curves: each key's values logged with step = start_step + index (or the
-        given `steps`, one per value, e.g. a downsampled curve keeping its episodes), batched."""
+                   steps: Sequence[int] | None = None, points: int | None = None) -> None:
+        """Per-episode curves: each key's values at step = start_step + index (or the given `steps`,
+        one per value), logged downsampled to at most `points` (at most `tracking.series_points`)
+        points; the full curves are kept for the run's Parquet artifact (written when it ends)."""
         if not self.active:
             return
         from mlflow.entities import Metric
 
+        cap = min(points or self.series_points, self.series_points)
         now = int(time.time() * 1000)
-        items = [
-            Metric(key, float(v), now, int(steps[i]) if steps is not None else start_step + i)
-            for key, values in series.items()
-            for i, v in enumerate(values)
-            if _is_number(v)
-        ]
+        items = []
+        for key, values in series.items():
+            v = np.asarray(values, dtype=np.float64)
+            st = np.asarray(steps, dtype=np.int64) if steps is not None else start_step + np.arange(len(v))
+            keep = np.isfinite(v)  # NaN and inf are never logged
+            v, st = v[keep], st[keep]
+            self._curves.append((key, st, v))
+            ds, dv = downsample(v, cap, st)
+            items += [Metric(key, float(x), now, int(i)) for i, x in zip(ds, dv, strict=True)]
         for i in range(0, len(items), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_BATCH])
+
+    def write_curves(self) -> None:
+        """The full curves logged so far as one Parquet artifact (key, step, value) of this run."""
+        if not self.active or not self._curves:
+            return
+        import tempfile
+
+        import polars as pl
+
+        frame = pl.DataFrame({
+            "key": np.concatenate([np.full(len(v), k, dtype=object) for k, _, v in self._curves]).astype(str),
+            "step": np.concatenate([st for _, st, _ in self._curves]),
+            "value": np.concatenate([v for _, _, v in self._curves]),
+        })
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / CURVES_ARTIFACT
+            frame.write_parquet(path)
+            self.client.log_artifact(self.run_id, str(path))
+        self._curves = []
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         if not self.active:
@@ -191,8 +239,8 @@ def _is_number(value: Any) -> bool:
 class StageRun(Run):
     """The parent run of one stage invocation; children are method x seed runs."""
 
-    def __init__(self, client: Any, run_id: str | None, experiment_id: str | None, stage: str):
-        super().__init__(client, run_id, experiment_id)
+    def __init__(self, client: Any, run_id: str | None, experiment_id: str | None, stage: str, series_points: int = 200):
+        super().__init__(client, run_id, experiment_id, series_points)
         self.stage = stage
 
     @contextmanager
@@ -209,12 +257,13 @@ class StageRun(Run):
             run_tags["seed"] = str(seed)
         run_tags.update({k: str(v) for k, v in tags.items()})
         info = self.client.create_run(self.experiment_id, tags=run_tags, run_name=name)
-        child = Run(self.client, info.info.run_id, self.experiment_id)
+        child = Run(self.client, info.info.run_id, self.experiment_id, self.series_points)
         if params is not None:
             child.log_params(params)
         status = "FAILED"
         try:
             yield child
+            child.write_curves()
             status = "FINISHED"
         finally:
             self.client.set_terminated(child.run_id, status=status)
@@ -287,12 +336,47 @@ class Tracker:
         if commit:
             tags[MLFLOW_GIT_COMMIT] = commit
         info = self.client.create_run(exp_id, tags=tags, run_name=stage)
-        run = StageRun(self.client, info.info.run_id, exp_id, stage)
+        run = StageRun(self.client, info.info.run_id, exp_id, stage, self.params.series_points)
         if section:
             run.log_params(section)
         status = "FAILED"
         try:
             yield run
+            run.write_curves()
             status = "FINISHED"
         finally:
             self.client.set_terminated(run.run_id, status=status)
+        self.prune(study, stage, self.params.keep_runs)  # the finished run replaces the older ones
+
+    def prune(self, study: str, stage: str | None = None, keep: int = 1) -> list[str]:
+        """Hard-delete all but the `keep` newest runs of each stage of `study` (every stage, or
+        `stage`), their children with them; a RUNNING run is never touched. Returns the deleted
+        parent run ids; a sqlite store is vacuumed after a deletion."""
+        found = self.client.get_experiment_by_name(study) if self.params.enabled else None
+        if found is None:
+            return []
+        runs = self.client.search_runs([found.experiment_id], max_results=50_000, run_view_type=3)  # ViewType.ALL
+        parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "stage" in r.data.tags
+                   and (stage is None or r.data.tags["stage"] == stage)]
+        doomed: list[str] = []
+        for name in {r.data.tags["stage"] for r in parents}:
+            mine = sorted((r for r in parents if r.data.tags["stage"] == name), key=lambda r: r.info.start_time, reverse=True)
+            doomed += [r.info.run_id for r in mine[keep:] if r.info.status != "RUNNING"]
+        if not doomed:
+            return []
+        gone = set(doomed)
+        children = [r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId") in gone]
+        store = self._store()
+        for run_id in children + doomed:
+            store._hard_delete_run(run_id)
+        if self.uri.startswith("sqlite:///"):
+            import sqlite3
+
+            with sqlite3.connect(self.uri[len("sqlite:///"):]) as con:
+                con.execute("VACUUM")
+        return doomed
+
+    def _store(self) -> Any:
+        from mlflow.tracking._tracking_service.utils import _get_store
+
+        return _get_store(self.uri)

@@ -39,7 +39,7 @@ def always_manager(kind: str, actions: ActionTable, manager: str) -> Policy:
         index = actions.names.index(manager)
     else:
         index = actions.index_of(joint_index((actions.solvers.index(manager),), (0,) * len(actions.solvers), len(actions.solvers)))
-    return lambda obs, env: np.full(env.L, index, dtype=np.int64)
+    return lambda obs, env: np.full(len(obs), index, dtype=np.int64)
 
 
 def uniform_random(seeds: np.ndarray, n_actions: int, stream: int = POLICY_STREAM) -> Policy:
@@ -47,8 +47,19 @@ def uniform_random(seeds: np.ndarray, n_actions: int, stream: int = POLICY_STREA
     return lambda obs, env: np.minimum((draws.next()[:, 0] * n_actions).astype(np.int64), n_actions - 1)
 
 
-def oracle() -> Policy:
-    return lambda obs, env: env.oracle_actions()
+def oracle(rows: np.ndarray | None = None) -> Policy:
+    """The oracle of the lanes `rows` (all lanes when None)."""
+    return lambda obs, env: env.oracle_actions(rows)
+
+
+def side_by_side(parts: list[tuple[np.ndarray, Policy]]) -> Policy:
+    """Several policies as lanes of one env: each plays its lanes (an index array) from their observations."""
+    def act(obs: np.ndarray, env: VecCoordinatorEnv) -> np.ndarray:
+        out = np.empty(len(obs), dtype=np.int64)
+        for rows, policy in parts:
+            out[rows] = policy(obs[rows], env)
+        return out
+    return act
 
 
 def greedy(policy: GreedyPolicy) -> Policy:

@@ -52,6 +52,7 @@ class CoordinatorData:
     train: SolverTable
     test: SolverTable
     has_map: bool
+    dev: SolverTable | None = None  # the ability split: never trained on, selects checkpoints
 
 
 def check_solver_names(names: list[str], known: list[str], key: str) -> None:
@@ -141,8 +142,13 @@ def load_coordinator_data(layout: Layout, solvers: list[str], need_map: bool,
             "run `dvc repro ability_map` or use dqn_nomap only"
         )
     tables = {}
-    for split in ("train", "test"):
-        ids, diff, correct, cost = _wide(labeled, split, solvers, layout)
+    for split in ("train", "test", "ability"):
+        try:
+            ids, diff, correct, cost = _wide(labeled, split, solvers, layout)
+        except (InputError, OSError):
+            if split == "ability":  # optional: without it no checkpoint is selected
+                continue
+            raise
         if bucket_by == "domain":
             diff = _domain_keys(layout, ids)
         tables[split] = (ids, diff, correct, cost)
@@ -159,4 +165,9 @@ def load_coordinator_data(layout: Layout, solvers: list[str], need_map: bool,
             t_ids, t_diff, _, t_cost = tables["train"]
             expected = _train_cost_by_bucket(t_diff, t_cost, bucket_edges, diff)
         out[split] = SolverTable(split, tuple(solvers), ids, diff, correct, cost, expected, rate, mcost)
-    return CoordinatorData(out["train"], out["test"], has_map)
+    dev = out.get("ability")
+    return CoordinatorData(out["train"], out["test"], has_map,
+                           None if dev is None else SolverTable("dev", *[getattr(dev, f) for f in _FIELDS]))
+
+
+_FIELDS = ("solvers", "item_ids", "difficulty", "correct", "cost", "expected_cost", "map_rate", "map_cost")

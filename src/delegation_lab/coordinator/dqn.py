@@ -6,7 +6,8 @@ with one batched matmul), its own replay buffer, epsilon schedule, RNG streams a
 Lanes run in lockstep: every active lane takes one environment step per iteration and, after
 `learning_starts`, one gradient step every `train_frequency` steps, so the active lanes always share
 their step and update counts. A lane that has played its episodes stops stepping; its weights are
-frozen at that moment (a snapshot), whatever the shared optimiser does to them afterwards.
+frozen at that moment (a snapshot) and it leaves the batch (its weights, target and Adam moments
+are compacted out), so a finished lane no longer costs compute while the slowest lanes go on.
 
 Per lane seed s the streams are `default_rng([s, k])` — k = 1 packets (the env), 2 exploration
 (two uniforms per step: explore?, which action), 3 replay sampling (`batch_size` uniforms per
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -116,6 +117,22 @@ class EnsembleQ:
         b_a = b.reshape(L * A).index_select(0, rows).view(L, -1)
         return (h * w_a).sum(dim=2) + b_a
 
+    def compact(self, keep: np.ndarray, opt: torch.optim.Adam, lr: float) -> torch.optim.Adam:
+        """Keep only the lanes at positions `keep` (finished lanes leave the batch, so they stop
+        costing compute); returns a new Adam holding the kept lanes' moments and the shared step."""
+        index = torch.from_numpy(np.asarray(keep, dtype=np.int64)).to(self.device)
+        old = self.params
+        self.params = [w.detach().index_select(0, index).clone().requires_grad_(True) for w in old]
+        self.L = len(keep)
+        self._rows = torch.arange(self.L, device=self.device)[:, None] * self.sizes[-1]
+        new = make_adam(self.params, lr)
+        for w_old, w_new in zip(old, self.params, strict=True):
+            state = opt.state.get(w_old)
+            if state:
+                new.state[w_new] = {k: v.clone() if k == "step" else v.index_select(0, index).clone()
+                                    for k, v in state.items()}
+        return new
+
     def lane_layers(self, lane: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Lane `lane`'s (weight [out, in], bias [out]) per layer, detached on the CPU."""
         n = len(self.params) // 2
@@ -200,6 +217,7 @@ class TrainResult:
     updates: np.ndarray  # [L]: gradient steps taken
     steps: np.ndarray  # [L]: environment steps taken
     seconds: float
+    checkpoints: dict[int, list] = field(default_factory=dict)  # episode -> per lane layers at that episode
 
 
 def train_batched(
@@ -210,11 +228,13 @@ def train_batched(
     max_steps: int | None = None,
     trace: list | None = None,
     lane_inputs: np.ndarray | None = None,
+    checkpoints: tuple[int, ...] = (),
 ) -> TrainResult:
     """Train one DQN per lane of `env` (lane seeds = env.seeds) until every lane has played
     env.episodes episodes (or `max_steps` iterations). `trace`, if given, collects (actions, Q of
     the acting observation) per iteration, for the equivalence test. `lane_inputs` (bool [L, obs_dim]):
-    the inputs each lane's network has (the env must give the others as zeros)."""
+    the inputs each lane's network has (the env must give the others as zeros). `checkpoints`:
+    episode counts at which each lane's weights are also kept (after that iteration's update)."""
     import time
 
     t0 = time.perf_counter()
@@ -232,21 +252,25 @@ def train_batched(
     buf_act = np.zeros((L, cap), dtype=np.int64)
     buf_rew = np.zeros((L, cap), dtype=np.float32)
     buf_done = np.zeros((L, cap), dtype=np.float32)
-    lanes = np.arange(L)[:, None]
     final: list[list[tuple[torch.Tensor, torch.Tensor]] | None] = [None] * L
     eps_log = np.zeros((L, env.episodes), dtype=np.float32)
     updates = 0
     t = 0  # environment steps of every still-active lane
+    live = np.arange(L)  # the lanes the tensors hold: finished lanes are compacted out
+    saved: dict[int, list] = {}
+    greedy = np.zeros(L, dtype=np.int64)
     obs = env.reset()
     while env.active.any() and (max_steps is None or t < max_steps):
         eps = epsilon_at(updates, p)
         with torch.no_grad():
-            q = net.forward(net.params, torch.from_numpy(obs).to(device)[:, None, :])[:, 0, :]
-            greedy = q.argmax(dim=1).cpu().numpy()
+            q = net.forward(net.params, torch.from_numpy(obs[live]).to(device)[:, None, :])[:, 0, :]
+            greedy[live] = q.argmax(dim=1).cpu().numpy()
         u = explore.next()
         actions = np.where(u[:, 0] < eps, np.minimum((u[:, 1] * A).astype(np.int64), A - 1), greedy)
         if trace is not None:
-            trace.append((actions.copy(), q.cpu().numpy().copy()))
+            q_all = np.full((L, A), np.nan, dtype=np.float32)
+            q_all[live] = q.cpu().numpy()
+            trace.append((actions.copy(), q_all))
         was_active = env.active.copy()
         episode_before = env.episode.copy()
         next_obs, reward, done, terminal_obs, stepped = env.step(actions, epsilon=eps)
@@ -263,18 +287,17 @@ def train_batched(
         t += 1
         if t > p.learning_starts and t % p.train_frequency == 0:
             filled = min(t, cap)
-            idx = np.minimum((replay_u.next() * filled).astype(np.int64), filled - 1)
-            o = torch.from_numpy(buf_obs[lanes, idx]).to(device)
-            o2 = torch.from_numpy(buf_next[lanes, idx]).to(device)
-            a = torch.from_numpy(buf_act[lanes, idx]).to(device)
-            r = torch.from_numpy(buf_rew[lanes, idx]).to(device)
-            d = torch.from_numpy(buf_done[lanes, idx]).to(device)
+            idx = np.minimum((replay_u.next() * filled).astype(np.int64), filled - 1)[live]  # every lane draws
+            rows = live[:, None]
+            o = torch.from_numpy(buf_obs[rows, idx]).to(device)
+            o2 = torch.from_numpy(buf_next[rows, idx]).to(device)
+            a = torch.from_numpy(buf_act[rows, idx]).to(device)
+            r = torch.from_numpy(buf_rew[rows, idx]).to(device)
+            d = torch.from_numpy(buf_done[rows, idx]).to(device)
             with torch.no_grad():
                 y = r + p.gamma * net.forward(target, o2).max(dim=2).values * (1.0 - d)
             q_sa = net.forward_taken(net.params, o, a)
-            per_lane = ((q_sa - y) ** 2).mean(dim=1)
-            mask = torch.from_numpy(was_active.astype(np.float32)).to(device)
-            loss = (per_lane * mask).sum()
+            loss = ((q_sa - y) ** 2).mean(dim=1).sum()  # every live lane was active this step
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -283,14 +306,24 @@ def train_batched(
                 with torch.no_grad():
                     for tw, w in zip(target, net.params, strict=True):
                         tw.copy_(w)
+        if len(ended) and checkpoints:
+            for lane in ended[np.isin(env.episode[ended], checkpoints)]:
+                saved.setdefault(int(env.episode[lane]), [None] * L)[lane] = net.lane_layers(int(np.searchsorted(live, lane)))
         newly_finished = was_active & ~env.active
-        for lane in np.flatnonzero(newly_finished):
-            final[lane] = net.lane_layers(lane)
+        if newly_finished.any():
+            for pos in np.flatnonzero(newly_finished[live]):
+                final[live[pos]] = net.lane_layers(int(pos))
+            keep = np.flatnonzero(env.active[live])
+            if len(keep):
+                target = [w[torch.from_numpy(keep)].clone() for w in target]
+                opt = net.compact(keep, opt, p.learning_rate)
+            live = live[keep]
         if progress is not None:
             progress(int(env.episode.min()))
-    for lane in range(L):
+    for pos, lane in enumerate(live):  # stopped by max_steps
         if final[lane] is None:
-            final[lane] = net.lane_layers(lane)
+            final[lane] = net.lane_layers(pos)
     steps = env.total_steps.copy()
     lane_updates = np.maximum(0, steps // p.train_frequency - p.learning_starts // p.train_frequency)
-    return TrainResult(GreedyPolicy(net.sizes, final), env, eps_log, lane_updates, steps, time.perf_counter() - t0)
+    return TrainResult(GreedyPolicy(net.sizes, final), env, eps_log, lane_updates, steps, time.perf_counter() - t0,
+                       {k: v for k, v in saved.items() if all(x is not None for x in v)})

@@ -227,21 +227,26 @@ class VecCoordinatorEnv:
     def current_items(self) -> np.ndarray:
         return self.packet[np.arange(self.L), np.minimum(self.pos, self.packet_len - 1)]
 
-    def observe(self) -> np.ndarray:
-        """[L, obs_dim] float32; a finished packet (terminal state) has zero item features."""
-        items = self.current_items()
-        live = (self.pos < self.packet_len)[:, None]
-        parts = []
+    def observe(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """[L, obs_dim] float32 (or the lanes `rows` only); a finished packet (terminal state) has
+        zero item features."""
+        ix = self._lanes if rows is None else rows
+        pos, packet_len = self.pos[ix], self.packet_len[ix]
+        items = self.packet[ix, np.minimum(pos, packet_len - 1)]
+        live = (pos < packet_len)[:, None]
+        n = len(ix)
+        out = np.zeros((n, self.obs_dim), dtype=np.float32)
+        col = 0
         if self.config.use_map:
-            seen = live if self._map_mask is None else live * self._map_mask
-            parts.append(self._rate[items] * seen)
-            parts.append((self._mcost[items] * self.lam[:, None]).astype(np.float32) * seen)
-        onehot = np.zeros((self.L, self.K), dtype=np.float32)
-        onehot[np.arange(self.L), np.minimum(self.attempt, self.K - 1)] = 1.0
-        parts.append(onehot * live)
-        parts.append(self.tried.astype(np.float32))
-        parts.append((self.pos / self.P).astype(np.float32)[:, None])
-        return np.concatenate(parts, axis=1)
+            seen = live if self._map_mask is None else live * self._map_mask[ix]
+            out[:, : self.S] = self._rate[items] * seen
+            out[:, self.S : 2 * self.S] = self._mcost[items] * self.lam[ix, None] * seen
+            col = 2 * self.S
+        out[np.arange(n), col + np.minimum(self.attempt[ix], self.K - 1)] = live[:, 0]
+        col += self.K
+        out[:, col : col + self.S] = self.tried[ix]
+        out[:, col + self.S] = pos / self.P
+        return out
 
     # ------------------------------------------------------------------------------- stepping
 
@@ -324,7 +329,13 @@ class VecCoordinatorEnv:
                 again = done & ~finished
                 if again.any():
                     self._new_packets(again)
-            next_obs = self.observe()
+                    next_obs = terminal_obs.copy()  # only the lanes that started a packet changed
+                    rows = np.flatnonzero(again)
+                    next_obs[rows] = self.observe(rows)
+                else:
+                    next_obs = terminal_obs
+            else:
+                next_obs = self.observe()
         else:
             next_obs = terminal_obs
         return next_obs, reward, done, terminal_obs, act
@@ -350,12 +361,13 @@ class VecCoordinatorEnv:
             view.record.fields = {k: [c[:, lanes] for c in v] for k, v in self.record.fields.items()}
         return view
 
-    def oracle_actions(self) -> np.ndarray:
+    def oracle_actions(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Per lane, the action of highest immediate reward knowing the verdicts (the cheapest
         accepted option; the cheapest option when none is accepted), and on equal reward the one
         whose kept answer is right: an upper bound on the return, not a policy one could deploy."""
-        items = self.current_items()
-        verdict = self.verdicts_of(items)  # [L, S]
+        ix = self._lanes if rows is None else rows
+        items = self.current_items()[ix]
+        verdict = self.verdicts_of(self.current_items())[ix]  # [L, S]
         ok = self._ans[None] & verdict[:, None, :]  # [L, A, S]
         accepted = ok.any(axis=2)
         cost = self._cost[items]
@@ -363,7 +375,7 @@ class VecCoordinatorEnv:
         right = accepted & np.take_along_axis(self._correct[items], kept, axis=1)
         solve = cost @ self._ans_f.T  # [L, A]
         fee = self.config.handoff_fee * (self._handoffs[None] * solve + self._expected[items] @ self._edges.T)
-        value = accepted - self.lam[:, None] * (solve + fee)
+        value = accepted - self.lam[ix, None] * (solve + fee)
         best = value.max(axis=1, keepdims=True)
         return np.argmax((value >= best - 1e-12) * (1.0 + right), axis=1)
 

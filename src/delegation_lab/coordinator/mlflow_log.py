@@ -1,8 +1,9 @@
 """MLflow logging of the coordinator study in a background process.
 
-Each per-episode curve is logged at most `mlflow_points` points (means over equal runs of
-episodes, at the step of each run's last episode; the full curves are in the trajectories), so
-~240 child runs stay ~150k metric points. A separate process writes them while the main process
+Each per-episode curve is logged at most `mlflow_points` points, and at most
+`tracking.series_points` (the tracker downsamples: means over equal runs of episodes, at the step of
+each run's last episode; the full curves are each child's `curves.parquet` artifact), so ~240 child
+runs stay ~40k metric points. A separate process writes them while the main process
 trains the next method, on the other core. It is the only MLflow writer of the stage (no two
 processes write the sqlite store), creates the parent run and a child run per method x seed (not
 per fixed order: those are baselines, in the metrics and summaries), and returns the child run ids.
@@ -24,17 +25,6 @@ from delegation_lab.coordinator.study import MethodRun
 ChildKey = tuple[str, int]
 
 
-def downsample(curve: np.ndarray, points: int) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values): at most `points` means over consecutive equal-as-possible runs of the
-    curve, each at the index of its run's last element; a short curve is returned whole."""
-    n = len(curve)
-    if n <= points:
-        return np.arange(n), np.asarray(curve, dtype=np.float64)
-    edges = np.linspace(0, n, points + 1).round().astype(np.int64)
-    sums = np.add.reduceat(np.asarray(curve, dtype=np.float64), edges[:-1])
-    return edges[1:] - 1, sums / np.diff(edges)
-
-
 def child_payloads(run: MethodRun, params: CoordinatorParams) -> list[dict[str, Any]]:
     """What each lane's child run logs: params, tags, per-episode series and final metrics."""
     curves = episode_curves(run.train)
@@ -53,9 +43,6 @@ def child_payloads(run: MethodRun, params: CoordinatorParams) -> list[dict[str, 
         series = {f"train/{k}": np.asarray(curves[k][lane], dtype=np.float64) for k in params.mlflow_series if k in curves}
         if "epsilon" in params.mlflow_series and run.epsilon is not None:
             series["train/epsilon"] = np.asarray(run.epsilon[lane], dtype=np.float64)
-        steps = None
-        for key, curve in series.items():
-            steps, series[key] = downsample(curve, params.mlflow_points)
         finals = {
             "late/return": lt["return"][lane], "late/accuracy": lt["accuracy"][lane],
             "late/cost_per_episode_usd": lt["cost_per_episode"][lane], "cost/cumulative_usd": lt["cum_cost"][lane],
@@ -64,7 +51,7 @@ def child_payloads(run: MethodRun, params: CoordinatorParams) -> list[dict[str, 
         }
         out.append({"name": run.names[lane], "seed": seed, "params": child_params,
                     "tags": {"study": run.study, "operating_point": run.operating_point(lane)},
-                    "series": series, "steps": steps, "finals": {k: float(v) for k, v in finals.items()}})
+                    "series": series, "finals": {k: float(v) for k, v in finals.items()}})
     return out
 
 
@@ -72,6 +59,7 @@ def _worker(tracking: dict, root: str, experiment: str, section: dict, inbox: An
     from delegation_lab.tracking import Tracker
 
     tracker = Tracker(TrackingParams(**tracking), Path(root))
+    points = section["mlflow_points"]
     ids: dict[ChildKey, str | None] = {}
     try:
         with tracker.stage_run(experiment, experiment, section) as parent:
@@ -83,9 +71,7 @@ def _worker(tracking: dict, root: str, experiment: str, section: dict, inbox: An
                     parent.log_metrics(payload)
                     continue
                 with parent.child(payload["name"], payload["seed"], params=payload["params"], **payload["tags"]) as child:
-                    steps = payload["steps"]
-                    child.log_series({k: v.tolist() for k, v in payload["series"].items()},
-                                     steps=None if steps is None else steps.tolist())
+                    child.log_series(payload["series"], points=points)  # downsampled there, full curves as Parquet
                     child.log_metrics(payload["finals"])
                     ids[(payload["name"], payload["seed"])] = child.run_id
         outbox.put(("ok", ids))

@@ -85,12 +85,16 @@ class CoordinatorParams(ParamsModel):
     """Late-training window (last episodes) for the late-train metrics."""
     mgmt_policy_rules: Literal["management", "delegation"] = "management"
     """How mgmt_policy plays the delegation study's packets: `management` = the frozen coordinator's own routes and cost rule (the paper's matched comparison), `delegation` = each route sent as its joint action (kickoff the manager, pass down the route), paying the delegation edge fees."""
+    checkpoint_every: int = Field(100, ge=0)
+    """Management coordinator checkpoints every this many episodes over the second half of training (0 = none): each is played greedily on the dev split (the ability split, never trained on), and `mgmt_policy_selected` plays, per seed, the best one there beside `mgmt_policy` (the last weights)."""
     dqn: DqnParams = DqnParams()
     """Q-network and DQN schedule (Table 3)."""
     sweep: SweepParams = SweepParams()
     """Cost-weight sweep of the dqn_map coordinator (greedy test evaluation per weight)."""
     device: str = "cpu"
     """torch device for the Q-networks (`cpu`, `cuda`, `cuda:1`, or `auto` = cuda when available)."""
+    workers: int = Field(2, ge=1, le=2)
+    """Processes for the DQN batches: 2 trains the delegation coordinators in a second process beside the management ones (the DAG's two cores), 1 one after the other; each batch's numbers are the same either way."""
     torch_threads: int | None = Field(1, ge=1)
     """torch.set_num_threads for training (small batched matmuls run best on one thread); null = torch's default."""
     trajectories: bool = True
@@ -98,7 +102,7 @@ class CoordinatorParams(ParamsModel):
     mlflow_series: list[Literal["return", "accuracy", "cost_usd", "epsilon", "steps"]] = ["return", "accuracy", "cost_usd"]
     """Per-episode curves logged to each MLflow child run (train/<name>), each at most `mlflow_points` points."""
     mlflow_points: int = Field(200, ge=2)
-    """Most points per logged curve: longer curves are averaged over equal runs of episodes, each point logged at the step of its last episode (the full curves are in the trajectories)."""
+    """Most points per logged curve, capped by `tracking.series_points`: longer curves are averaged over equal runs of episodes, each point logged at the step of its last episode (the full curves are each child run's `curves.parquet` artifact and the trajectories)."""
 
     @model_validator(mode="after")
     def _check(self) -> CoordinatorParams:

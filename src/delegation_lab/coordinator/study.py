@@ -12,7 +12,9 @@ Training runs under torch's deterministic algorithms with a fixed thread count.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +22,8 @@ import numpy as np
 from delegation_lab.coordinator import baselines
 from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
 from delegation_lab.coordinator.data import CoordinatorData, SolverTable, check_solver_names, load_coordinator_data
-from delegation_lab.coordinator.dqn import GreedyPolicy, train_batched
+from delegation_lab.coordinator.dqn import GreedyPolicy, TrainResult, train_batched
+from delegation_lab.coordinator.params import DqnParams
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.errors import InputError
@@ -49,6 +52,7 @@ class MethodRun:
     sweep: bool = False
     points: list[str] | None = None  # per lane operating point (fixed orders: the order); None = lambda
     lane_solvers: list[list[str]] | None = None  # per lane solver set, where it differs by lane
+    extra: dict | None = None  # method-specific figures for its metrics block (e.g. the chosen checkpoints)
 
     @property
     def lanes(self) -> int:
@@ -63,6 +67,7 @@ class MethodRun:
 
 
 DQN_METHODS = ("dqn_map", "dqn_nomap")
+SIDE_BY_SIDE = ("always_a", "random", "oracle")  # fixed policies that play as lanes of one env
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,13 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int],
     return update, bar.close
 
 
+def train_apart(env: VecCoordinatorEnv, p: DqnParams, device: str, lane_inputs: np.ndarray | None,
+                threads: int | None) -> TrainResult:
+    """`train_batched` in a worker process, under the same deterministic torch settings."""
+    with deterministic_torch(threads):
+        return train_batched(env, p, device, lane_inputs=lane_inputs)
+
+
 class CoordinatorStudy:
     def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
                  log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None,
@@ -141,8 +153,11 @@ class CoordinatorStudy:
         self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
         self.train_table = data.train.select(layout.columns)
         self.test_table = data.test.select(layout.columns)
+        self.dev_table = data.dev.select(layout.columns) if data.dev is not None else None
+        self.selected: dict[str, tuple[GreedyPolicy, dict]] = {}  # per method: checkpoint chosen on the dev split
         self.device = resolve_device(params.device, "coordinator.device")
         self.runs: list[MethodRun] = []
+        self.batch_seconds: dict[str, float] = {}  # per environment: its DQN batch's training loop
 
     def config(self, use_map: bool) -> EnvConfig:
         p = self.p
@@ -164,7 +179,7 @@ class CoordinatorStudy:
     def env(self, split: str, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
             record: bool | None = None, map_lanes: np.ndarray | None = None) -> VecCoordinatorEnv:
         """The train (sampled packets, `episodes` of them) or test (every item once, in order) env."""
-        table = self.train_table if split == "train" else self.test_table
+        table = {"train": self.train_table, "test": self.test_table, "dev": self.dev_table}[split]
         record = self.p.trajectories if record is None else record
         episodes, mode = (self.p.episodes, "sample") if split == "train" else (None, "sequential")
         return VecCoordinatorEnv(table, self.actions(study), self.config(use_map), seeds, weights, episodes, mode, record,
@@ -189,11 +204,15 @@ class CoordinatorStudy:
             raise ValueError(f"{method} trains with its environment's DQN group")
         use_map = self.data.has_map
         rules = study
-        if method == "mgmt_policy":
+        extra = None
+        if method in ("mgmt_policy", "mgmt_policy_selected"):
             source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
             assert source is not None  # params validation guarantees the management coordinator ran first
             use_map = source.use_map
             rules = self.p.mgmt_policy_rules
+            frozen = source.policy
+            if method == "mgmt_policy_selected":
+                frozen, extra = self.selected[source.method]
         train, test = self.envs(rules, use_map, seeds, weights)
         actions = train.actions
         if method == "always_a":
@@ -202,10 +221,10 @@ class CoordinatorStudy:
             act = baselines.uniform_random(seeds, actions.n)
         elif method == "oracle":
             act = baselines.oracle()
-        elif method == "mgmt_policy" and rules == "management":
-            act = baselines.greedy(source.policy)
-        elif method == "mgmt_policy":
-            act = baselines.management_in_delegation(source.policy, self.layout.routes, actions)
+        elif method.startswith("mgmt_policy") and rules == "management":
+            act = baselines.greedy(frozen)
+        elif method.startswith("mgmt_policy"):
+            act = baselines.management_in_delegation(frozen, self.layout.routes, actions)
         else:  # pragma: no cover - params validation restricts methods
             raise ValueError(method)
         baselines.rollout(train, act)
@@ -218,14 +237,37 @@ class CoordinatorStudy:
             used = actions.answers.any(axis=0)
             solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
         run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, None, None,
-                        time.perf_counter() - t0, solver_set, sweep)
+                        time.perf_counter() - t0, solver_set, sweep, extra=extra)
         return self._finish(run)
 
-    def train_dqn_group(self, study: str, members: list[DqnMember]) -> list[MethodRun]:
-        """Train every DQN lane of one environment in one batch — dqn_map and dqn_nomap (whose map
-        features the env zeroes, its network embedded without them) and the cost-weight sweep —
-        then evaluate each method greedily on the test split and report it as its own run."""
+    def fixed_policies(self, study: str, methods: list[str], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+        """always-A, random and the oracle as lanes of one env (method-major: lane = method x seeds +
+        seed index), on the same packets and verdicts as the other methods; each lane's numbers are
+        exactly those of its method played alone, at one env step per iteration instead of three."""
         t0 = time.perf_counter()
+        n, use_map = len(seeds), self.data.has_map
+        train, test = self.envs(study, use_map, np.tile(seeds, len(methods)), np.tile(weights, len(methods)))
+        actions = train.actions
+        rows = {m: np.arange(k * n, (k + 1) * n) for k, m in enumerate(methods)}
+
+        def policy(method: str, stream: int) -> baselines.Policy:
+            if method == "always_a":
+                return baselines.always_manager(study, actions, self.layout.manager)
+            if method == "random":  # the test split draws a fresh stream, not the one training consumed
+                return baselines.uniform_random(seeds, actions.n, stream)
+            return baselines.oracle(rows[method])
+
+        baselines.rollout(train, baselines.side_by_side([(rows[m], policy(m, baselines.POLICY_STREAM)) for m in methods]))
+        baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]))
+        seconds = (time.perf_counter() - t0) / len(methods)  # each method's share of the batch
+        used = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
+        return [self._finish(MethodRun(study, m, [f"{study}.{m}"] * n, seeds, weights, actions, use_map,
+                                       train.lanes_view(rows[m]), test.lanes_view(rows[m]), None, None, seconds,
+                                       [self.layout.manager] if m == "always_a" else used))
+                for m in methods]
+
+    def dqn_batch(self, study: str, members: list[DqnMember]) -> tuple[VecCoordinatorEnv, np.ndarray | None, np.ndarray, bool]:
+        """(train env of every member's lanes, per-lane network inputs, the no-map inputs, any lane sees the map)."""
         seeds = np.concatenate([m.seeds for m in members])
         weights = np.concatenate([m.weights for m in members])
         sees_map = np.concatenate([np.full(len(m.seeds), m.method == "dqn_map") for m in members])
@@ -236,10 +278,26 @@ class CoordinatorStudy:
         lane_inputs = None
         if any_map and not sees_map.all():
             lane_inputs = np.where(sees_map[:, None], True, no_map_inputs[None, :])
+        return train, lane_inputs, no_map_inputs, any_map
+
+    def train_dqn_group(self, study: str, members: list[DqnMember], apart: Future | None = None) -> list[MethodRun]:
+        """Train every DQN lane of one environment in one batch — dqn_map and dqn_nomap (whose map
+        features the env zeroes, its network embedded without them) and the cost-weight sweep —
+        then evaluate each method greedily on the test split and report it as its own run.
+        `apart`: the batch already trains in a second process (`train_apart`); wait for it here."""
+        t0 = time.perf_counter()
+        train, lane_inputs, no_map_inputs, any_map = self.dqn_batch(study, members)
+        seeds = train.seeds
         label = "+".join(dict.fromkeys(m.method + (".sweep" if m.sweep else "") for m in members))
-        update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
-        result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs)
-        close()
+        if apart is None:
+            update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
+            result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs,
+                                   checkpoints=self.checkpoints(study))
+            close()
+        else:
+            result = apart.result()
+            train = result.env  # the env the worker stepped: its stats and step record
+            t0 = time.perf_counter() - result.seconds
         trained = time.perf_counter() - t0
         runs, start = [], 0
         for m in members:
@@ -255,9 +313,42 @@ class CoordinatorStudy:
             seconds = trained * len(lanes) / len(seeds) + time.perf_counter() - t1  # its share of the batch
             run = MethodRun(study, m.method, m.names, m.seeds, m.weights, actions, use_map, train.lanes_view(lanes), test,
                             result.epsilon[lanes], policy, seconds, solver_set, m.sweep)
+            if result.checkpoints and not m.sweep:
+                self.selected[m.method] = self.select_checkpoint(study, m, lanes, result, policy, no_map_inputs, any_map)
             runs.append(self._finish(run))
+        self.batch_seconds[study] = round(trained, 1)
         self.log(f"coordinator: {study}.{label}: {len(seeds)} lanes trained together in {trained:.1f} s")
         return runs
+
+    def checkpoints(self, study: str) -> tuple[int, ...]:
+        """Episodes at which the management coordinator is also kept, when mgmt_policy will play it."""
+        p = self.p
+        if (study != "management" or not p.checkpoint_every or self.dev_table is None
+                or "mgmt_policy" not in p.methods or "delegation" not in p.studies):
+            return ()
+        return tuple(range(p.episodes // 2, p.episodes, p.checkpoint_every))
+
+    def select_checkpoint(self, study: str, m: DqnMember, lanes: np.ndarray, result: TrainResult, last: GreedyPolicy,
+                          no_map_inputs: np.ndarray, any_map: bool) -> tuple[GreedyPolicy, dict]:
+        """Per seed, the checkpoint (or the last weights) of highest greedy return on the dev split."""
+        use_map = m.method == "dqn_map"
+        inputs = None if use_map or not any_map else no_map_inputs
+        episodes = sorted(result.checkpoints) + [self.p.episodes]
+        candidates = [GreedyPolicy(result.policy.sizes, result.checkpoints[e]).lanes(lanes, inputs) for e in episodes[:-1]]
+        candidates.append(last)
+        n = len(m.seeds)
+        dev = self.env("dev", study, use_map, np.tile(m.seeds, len(candidates)), np.tile(m.weights, len(candidates)),
+                       record=False)
+        together = GreedyPolicy(last.sizes, [lane for c in candidates for lane in c.layers])
+        baselines.rollout(dev, baselines.greedy(together))
+        dev_return = (dev.stats["return"].sum(axis=1) / dev.stats["items"].sum(axis=1) * self.p.packet_size).reshape(len(candidates), n)
+        best = len(candidates) - 1 - np.argmax(dev_return[::-1], axis=0)  # ties: the later checkpoint
+        chosen = GreedyPolicy(last.sizes, [candidates[best[i]].layers[i] for i in range(n)])
+        info = {"checkpoint_episode": [int(episodes[b]) for b in best],
+                "dev_return_selected_mean": float(dev_return[best, np.arange(n)].mean()),
+                "dev_return_last_mean": float(dev_return[-1].mean()), "dev_items": int(self.dev_table.n_items),
+                "checkpoints_compared": len(candidates)}
+        return chosen, info
 
     def _finish(self, run: MethodRun) -> MethodRun:
         self.runs.append(run)
@@ -295,25 +386,72 @@ class CoordinatorStudy:
         seeds = np.arange(p.first_seed, p.first_seed + p.seeds)
         weights = np.full(len(seeds), p.cost_weight)
         order = [s for s in ("management", "delegation") if s in p.studies]
-        for study in order + [s for s in sw.studies if s not in order]:
-            members = [DqnMember(m, seeds, weights, [f"{study}.{m}"] * len(seeds)) for m in DQN_METHODS
-                       if m in p.methods and study in order]
-            members += self.sweep_members(study)
-            for run in self.train_dqn_group(study, members) if members else []:
+        studies = order + [s for s in sw.studies if s not in order]
+        groups = {study: [DqnMember(m, seeds, weights, [f"{study}.{m}"] * len(seeds)) for m in DQN_METHODS
+                          if m in p.methods and study in order] + self.sweep_members(study) for study in studies}
+        with self._workers(groups) as apart:
+            return self._run_studies(studies, order, groups, apart, seeds, weights)
+
+    @contextmanager
+    def _workers(self, groups: dict[str, list[DqnMember]]) -> Iterator[dict[str, Future]]:
+        """With `workers: 2`, every DQN batch after the first trains in a second process from the
+        start (the first in this one), so the two environments' coordinators train side by side."""
+        later = [study for study, members in groups.items() if members][1:]
+        if self.p.workers < 2 or not later:
+            yield {}
+            return
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=min(self.p.workers - 1, len(later)), mp_context=mp.get_context("spawn")) as pool:
+            apart = {}
+            for study in later:
+                train, lane_inputs, _, _ = self.dqn_batch(study, groups[study])
+                apart[study] = pool.submit(train_apart, train, self.p.dqn, str(self.device), lane_inputs, self.p.torch_threads)
+            try:
+                yield apart
+            finally:
+                for future in apart.values():
+                    future.cancel()
+
+    def _run_studies(self, studies: list[str], order: list[str], groups: dict[str, list[DqnMember]],
+                     apart: dict[str, Future], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+        p = self.p
+        for study in studies:
+            # a batch training in the worker: the fixed policies play first, while it trains
+            baselines_first = study in apart and study in order
+            if baselines_first:
+                self._baselines(study, seeds, weights, frozen=False)
+            members = groups[study]
+            for run in self.train_dqn_group(study, members, apart.get(study)) if members else []:
                 if not run.sweep:
                     self.log(f"coordinator: {study}.{run.method}: late return "
                              f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}")
-            if study not in order:
-                continue
-            for method in p.methods:
-                if method in DQN_METHODS or (method == "mgmt_policy" and study != "delegation"):
-                    continue
-                run = self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))
-                self.log(
-                    f"coordinator: {study}.{method}: late return {run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, "
-                    f"{run.seconds:.1f} s"
-                )
+            if study in order:
+                self._baselines(study, seeds, weights, frozen=True, fixed=not baselines_first)
         return self.runs
+
+    def _baselines(self, study: str, seeds: np.ndarray, weights: np.ndarray, frozen: bool, fixed: bool = True) -> None:
+        """The non-learning methods of `study`: the fixed policies (`fixed`) and the frozen management
+        coordinator (`frozen`: it needs the management batch trained)."""
+        p = self.p
+        side = [m for m in p.methods if m in SIDE_BY_SIDE]
+        for method in p.methods:
+            if method in DQN_METHODS or (method == "mgmt_policy" and (study != "delegation" or not frozen)):
+                continue
+            if method != "mgmt_policy" and not fixed:
+                continue
+            if method in SIDE_BY_SIDE:
+                if method != side[0]:
+                    continue
+                done = self.fixed_policies(study, side, seeds, weights)
+            else:
+                done = [self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))]
+            if method == "mgmt_policy" and self.selected:  # the checkpoint chosen on the dev split, beside the last
+                name = "mgmt_policy_selected"
+                done.append(self.run_method(study, name, seeds, weights, [f"{study}.{name}"] * len(seeds)))
+            for run in done:
+                self.log(f"coordinator: {study}.{run.method}: late return "
+                         f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, {run.seconds:.1f} s")
 
     def sweep_members(self, study: str) -> list[DqnMember]:
         """The cost-weight sweep's lanes of `study` (seed x other cost weight), trained beside the main DQNs."""

@@ -196,6 +196,9 @@ class EvalParams(ParamsModel):
     sensitivity: bool = True
     """Rerun the whole study under each setting of `margent.sensitivity.variants` (team simulated; metrics
     `sensitivity`: Tables 1-3 per setting). ~14 s CPU each."""
+    replicate_workers: int = Field(2, ge=1)
+    """Processes the replicates (simulator seeds and sensitivity settings) run in; each replicate is seeded on
+    its own, so the figures do not depend on this, only the stage's wall time (2 = both cores of a laptop)."""
 
     @field_validator("selected_rho")
     @classmethod

@@ -9,7 +9,9 @@ Sensitivity: each setting of `sensitivity.variants` at the stage's own seed.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from delegation_lab.evaluation.statistics import seed_interval
 from delegation_lab.margent import study
 from delegation_lab.margent.params import MargentParams, SimulatorParams, rho_label
 from delegation_lab.margent.simulator import SimulatedTeam
+from delegation_lab.torch_runtime import make_deterministic
 
 TABLE3 = ("candidate_accuracy", "accuracy", "gain_pp", "calls")
 
@@ -45,14 +48,23 @@ def run_once(params: Params, margent: MargentParams, pools: study.Pools) -> dict
     return figures(ev.metrics, tuple(margent.subagents))
 
 
+def run_all(params: Params, variants: list[MargentParams], pools: study.Pools) -> list[dict]:
+    """`run_once` for every variant, in `margent.eval.replicate_workers` spawned processes (each replicate
+    is seeded by its own params, so the pool changes only the wall time, not a figure)."""
+    workers = min(params.margent.eval.replicate_workers, len(variants))
+    if workers <= 1:
+        return [run_once(params, v, pools) for v in variants]
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=make_deterministic) as pool:
+        return list(pool.map(run_once, [params] * len(variants), variants, [pools] * len(variants)))
+
+
 def over_seeds(params: Params, pools: study.Pools, own: dict[str, dict], n_seeds: int) -> dict:
     """Per figure: each simulator seed's value (the stage's own first) and the interval over them."""
     margent = params.margent
     sim = margent.simulator
-    runs = {sim.seed: own}
-    for k in range(1, n_seeds + 1):
-        other = margent.model_copy(update={"simulator": sim.model_copy(update={"seed": sim.seed + k})})
-        runs[sim.seed + k] = run_once(params, other, pools)
+    others = [margent.model_copy(update={"simulator": sim.model_copy(update={"seed": sim.seed + k})})
+              for k in range(1, n_seeds + 1)]
+    runs = {sim.seed: own} | {v.simulator.seed: r for v, r in zip(others, run_all(params, others, pools), strict=True)}
     out: dict = {"seeds": list(runs)}
     for table, values in own.items():
         out[table] = {}
@@ -70,7 +82,6 @@ def under_settings(params: Params, pools: study.Pools, own: dict[str, dict],
                    settings: dict[str, SimulatorParams]) -> dict[str, dict]:
     """Per sensitivity setting (the first is the stage's own defaults): the headline figures."""
     margent = params.margent
-    out = {}
-    for name, sim in settings.items():
-        out[name] = own if sim == margent.simulator else run_once(params, margent.model_copy(update={"simulator": sim}), pools)
-    return out
+    rerun = {name: margent.model_copy(update={"simulator": sim}) for name, sim in settings.items() if sim != margent.simulator}
+    got = dict(zip(rerun, run_all(params, list(rerun.values()), pools), strict=True))
+    return {name: got.get(name, own) for name in settings}
