@@ -31,7 +31,7 @@ def test_rows_carry_their_provenance():
 
 @pytest.mark.parametrize("block, message", [
     ({"dqn.return": {"kind": "guessed", "why": "x"}}, "metrics/demo.json: provenance['dqn.return']: kind 'guessed' is not one of computed, calibrated, setting"),
-    ({"dqn.retrun": {"kind": "setting", "why": "x"}}, "metrics/demo.json: provenance['dqn.retrun']: no paper-vs-ours row has this key"),
+    ({"dqn.retrun": {"kind": "setting", "why": "x"}}, "metrics/demo.json: provenance['dqn.retrun']: no paper-vs-ours row or metric has this key"),
     ({"dqn.return": {"kind": "setting"}}, "provenance['dqn.return']: a setting row needs a `why` sentence"),
 ])
 def test_a_bad_provenance_block_names_the_file_and_key(block, message):
@@ -82,3 +82,20 @@ def test_report_timings_gives_each_stage_its_share_and_the_total(tmp_path):
     lines = got.output.splitlines()
     assert lines[2].startswith("| embed | 10.0 | 30.0 | 75.0 % | encode 9.0 |")
     assert "| routers | 12.0 | 10.0 | 25.0 % |" in got.output and "| **total** | 22.0 | 40.0 | 100 % |" in got.output
+
+
+def test_a_marked_value_without_a_paper_figure_is_a_row_of_its_own():
+    metrics = {**METRICS, "setup": {"learning_starts": 1000},
+               "provenance": {**METRICS["provenance"], "setup.learning_starts": {"kind": "setting", "why": "our addition"}}}
+    rows = {r["metric"]: r for r in paper_vs_ours(metrics)}
+    assert rows["setup.learning_starts"] == {"metric": "setup.learning_starts", "paper": None, "ours": 1000,
+                                             "difference": None, "provenance": "setting", "why": "our addition"}
+
+
+def test_the_committed_metrics_have_valid_provenance_and_the_rows_the_issue_names():
+    from pathlib import Path
+
+    rows = {(study, r["metric"]): r["provenance"] for study, rs in read_all(Path(__file__).parents[1] / "metrics").items() for r in rs}
+    assert rows[("coordinator", "management.always_a.late_accuracy_mean")] == "calibrated"
+    assert rows[("margent", "ablation.blank.correction")] == "setting"
+    assert set(rows.values()) <= {"computed", "calibrated", "setting"}

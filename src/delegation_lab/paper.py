@@ -37,7 +37,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _provenance(block: Any, metrics: set[str], source: str) -> dict[str, dict[str, str]]:
-    """The validated provenance block: every key a paper row, every kind known, every why a sentence."""
+    """The validated provenance block: every key a metric of the file (a paper row, or a value of ours the
+    paper has no figure for, e.g. a setting we added), every kind known, every why a sentence."""
     if block is None:
         return {}
     if not isinstance(block, dict):
@@ -46,7 +47,7 @@ def _provenance(block: Any, metrics: set[str], source: str) -> dict[str, dict[st
     for key, entry in block.items():
         where = f"{source}: provenance[{key!r}]"
         if key not in metrics:
-            raise InputError(f"{where}: no paper-vs-ours row has this key (rows: {', '.join(sorted(metrics)) or 'none'})")
+            raise InputError(f"{where}: no paper-vs-ours row or metric has this key")
         if not isinstance(entry, dict) or set(entry) - {"kind", "why"}:
             raise InputError(f"{where}: expected {{\"kind\": ..., \"why\": ...}}, got {entry!r}")
         kind, why = entry.get("kind"), entry.get("why")
@@ -70,7 +71,13 @@ def paper_vs_ours(metrics: dict[str, Any], source: str = "metrics") -> list[dict
         ours = flat.get(ours_path)
         diff = ours - paper_value if _is_number(ours) and _is_number(paper_value) else None
         rows.append({"metric": ".".join(ours_path), "paper": paper_value, "ours": ours, "difference": diff})
-    marks = _provenance(metrics.get(PROVENANCE), {r["metric"] for r in rows}, source)
+    ours_values = {".".join(p): v for p, v in flat.items() if PAPER not in p}
+    marks = _provenance(metrics.get(PROVENANCE), {r["metric"] for r in rows} | set(ours_values), source)
+    paper_keys = {r["metric"] for r in rows}
+    # a marked value of ours with no paper figure (a setting we added, a rate we injected) is a row too,
+    # so the report lists it among the inputs that are not results
+    rows += [{"metric": key, "paper": None, "ours": ours_values[key], "difference": None}
+             for key in marks if key not in paper_keys]
     for row in rows:
         mark = marks.get(row["metric"], {"kind": "computed", "why": ""})
         row["provenance"], row["why"] = mark["kind"], mark["why"]

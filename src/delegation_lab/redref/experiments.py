@@ -54,7 +54,9 @@ PAPER_JUDGE = {"examples": 200}  # §3.2 / A.3.4: the judge is calibrated on ~20
 PROVENANCE = {
     "rq2.belief_start": {"kind": "setting", "why": "the uniform prior alpha0 = beta0 = 1 read back: no task has been seen yet"},
     "rq3.contributions_impaired": {"kind": "setting", "why": "the impaired agent's competence is set to 0, so it cannot contribute by construction"},
-    "judge.calibration.examples": {"kind": "setting", "why": "redref.judge.calibration_size, set to the paper's ~200; the FP / FN rates estimated on them recover the injected redref.judge.noise (no paper figure, so no row)"},
+    "judge.calibration.examples": {"kind": "setting", "why": "redref.judge.calibration_size, set to the paper's ~200"},
+    "judge.calibration.false_positive_rate": {"kind": "setting", "why": "the judge's FP rate estimated on the calibration examples recovers the injected redref.judge.noise (judge.calibration.configured), not a property of REDEREF; the paper gives no figure"},
+    "judge.calibration.false_negative_rate": {"kind": "setting", "why": "the judge's FN rate estimated on the calibration examples recovers the injected redref.judge.noise (judge.calibration.configured), not a property of REDEREF; the paper gives no figure"},
 }
 
 
