@@ -541,7 +541,8 @@ def paper_tables(metrics_dir: Path) -> dict[str, pl.DataFrame]:
                 "difference": None if diff is None else float(diff),
                 "relative difference %": rel,
                 "charted": rel is not None and ours is not None and comparable(row["metric"]),
-                "not charted because": _why_not_charted(row["metric"], paper, ours),
+                "not charted because": ("the paper has no figure for it (a value of ours marked with its provenance)"
+                                        if row["paper"] is None else _why_not_charted(row["metric"], paper, ours)),
                 "paper (as given)": None if paper is not None else _text(row["paper"]),
                 "ours (as given)": None if ours is not None else _text(row["ours"]),
             })
