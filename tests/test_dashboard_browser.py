@@ -304,23 +304,9 @@ def test_every_view_renders_on_a_replay_dataset_smoke_run(tmp_path_factory: pyte
 
 
 def build_replay_project(dest: Path) -> Path:
-    import yaml
+    from tests.conftest import BIN, run
+    from tests.test_replay_any_dataset import replay_project
 
-    from tests.conftest import BIN, make_project, run
-    from tests.test_replay_any_dataset import MODELS, write_subjects
-
-    project = make_project(dest)
-    write_subjects(project / "cache")
-    raw = yaml.safe_load((project / "params.yaml").read_text())
-    raw["data"].update(dataset="replay", replay={"path": "cache", "format": "routellm_csv"})
-    raw["solvers"] = {
-        name: {"backend": "replay", "model": model,
-               "price": {"input_usd_per_mtok": p, "output_usd_per_mtok": 2 * p, "source": "test prices"},
-               "replay": {"path": "cache", "format": "routellm_csv", "source_model": model}}
-        for (name, model), p in zip(MODELS.items(), (1.0, 0.25, 0.05), strict=True)
-    }
-    raw["label"]["judge"]["sample_size"] = 0
-    raw["evaluation"]["verifier"].update(false_positive_rate=0.03, false_negative_rate=0.03)
-    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    project = replay_project(dest)
     run([str(BIN / "dvc"), "repro"], project, timeout=2400)
     return project

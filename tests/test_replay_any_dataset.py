@@ -11,6 +11,7 @@ import re
 
 import pytest
 import yaml
+from pathlib import Path
 
 from .conftest import BIN, REPO, make_project, run
 
@@ -29,9 +30,9 @@ def write_subjects(folder) -> None:
                 w.writerow([f"{subject} question {i}?\nA. yes\nB. no\nAnswer:", h < 85, h < 70, h < 45])
 
 
-@pytest.mark.slow
-def test_full_dag_on_a_replayed_folder(tmp_path):
-    project = make_project(tmp_path / "p")
+def replay_project(dest: Path) -> Path:
+    """A project whose three solvers replay the RouteLLM-layout folder `write_subjects` writes."""
+    project = make_project(dest)
     write_subjects(project / "cache")
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["data"].update(dataset="replay", replay={"path": "cache", "format": "routellm_csv"})
@@ -45,6 +46,12 @@ def test_full_dag_on_a_replayed_folder(tmp_path):
     # nothing is judged, so no judge rates are measured: the shared verifier's rates are configured
     raw["evaluation"]["verifier"].update(false_positive_rate=0.03, false_negative_rate=0.03)
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return project
+
+
+@pytest.mark.slow
+def test_full_dag_on_a_replayed_folder(tmp_path):
+    project = replay_project(tmp_path / "p")
     run([str(BIN / "dlab"), "params", "check"], project)
     out = run([str(BIN / "dvc"), "repro"], project, timeout=2400).stdout
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]

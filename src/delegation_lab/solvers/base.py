@@ -216,14 +216,7 @@ class Solver:
         streaming backend, else when the whole batch is back)."""
         if not requests:
             return []
-        secrets = configured_secrets(self.params.openai_compat)
-        answers: list[Answer | None] = [None] * len(requests)
-
-        def finish(i: int, gen: Generation) -> None:
-            answers[i] = self._answer(requests[i], gen, datetime.now(UTC), secrets)
-            if on_answer:
-                on_answer(answers[i])
-
+        answers, finish = self._finisher(requests, on_answer)
         if on_answer and isinstance(self.backend, StreamingBackend):
             generations = self.backend.generate_each(requests, finish)
         else:
@@ -236,6 +229,11 @@ class Solver:
         """The rows for generations another process's backend made for these requests (a Ray worker): masked,
         parsed and priced here exactly as `solve_requests` does, so an executor changes who calls the backend,
         never what a row holds."""
+        answers, finish = self._finisher(requests, on_answer)
+        return self._finish_all(requests, generations, answers, finish)
+
+    def _finisher(self, requests: list[Request], on_answer: Callable[[Answer], None] | None):
+        """The answer slots and the callback that masks, parses and prices generation i into slot i."""
         secrets = configured_secrets(self.params.openai_compat)
         answers: list[Answer | None] = [None] * len(requests)
 
@@ -244,7 +242,7 @@ class Solver:
             if on_answer:
                 on_answer(answers[i])
 
-        return self._finish_all(requests, generations, answers, finish)
+        return answers, finish
 
     def _finish_all(self, requests, generations, answers, finish) -> list[Answer]:
         if len(generations) != len(requests):
