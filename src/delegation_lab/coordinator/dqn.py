@@ -37,6 +37,10 @@ from delegation_lab.coordinator.params import DqnParams
 EXPLORE_STREAM = 2
 REPLAY_STREAM = 3
 INIT_STREAM = 4
+# Up to this many actions the online Q(s, a) is read from the full output (management: 3 routes,
+# 15 % faster per update than the row gather); above it, from the taken actions' rows only
+# (delegation: 52 answering joint actions, 22 % faster that way) - measured at 40-60 lanes, 1 thread.
+FULL_OUTPUT_ACTIONS = 8
 
 
 def init_seed(seed: int) -> int:
@@ -109,9 +113,11 @@ class EnsembleQ:
 
     def forward_taken(self, params: list[torch.Tensor], x: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Q(x, a) [L, B] for the actions [L, B] only."""
-        h = self.hidden(params, x)
         w, b = params[-2], params[-1]
         L, A, H = w.shape
+        if A <= FULL_OUTPUT_ACTIONS:  # a narrow output layer: one small matmul beats the row gather
+            return self.forward(params, x).gather(2, actions[:, :, None])[:, :, 0]
+        h = self.hidden(params, x)
         rows = (self._rows + actions).reshape(-1)
         w_a = w.reshape(L * A, H).index_select(0, rows).view(L, -1, H)
         b_a = b.reshape(L * A).index_select(0, rows).view(L, -1)

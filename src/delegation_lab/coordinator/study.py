@@ -11,6 +11,7 @@ Training runs under torch's deterministic algorithms with a fixed thread count.
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -136,6 +137,13 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> tuple[Callable[[int],
     return update, bar.close
 
 
+def fixed_apart(study: bytes, env_study: str, seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+    """`CoordinatorStudy.fixed_runs` in a worker process (numpy rollouts only). The study comes
+    pickled at submission: the pool's feeder thread would otherwise pickle it while this process
+    goes on changing it."""
+    return pickle.loads(study).fixed_runs(env_study, seeds, weights)
+
+
 def train_apart(env: VecCoordinatorEnv, p: DqnParams, device: str, lane_inputs: np.ndarray | None,
                 threads: int | None) -> TrainResult:
     """`train_batched` in a worker process, under the same deterministic torch settings."""
@@ -158,6 +166,7 @@ class CoordinatorStudy:
         self.device = resolve_device(params.device, "coordinator.device")
         self.runs: list[MethodRun] = []
         self.batch_seconds: dict[str, float] = {}  # per environment: its DQN batch's training loop
+        self._waiting: set[str] = set()  # studies whose fixed baselines play in the worker, not yet collected
 
     def config(self, use_map: bool) -> EnvConfig:
         p = self.p
@@ -240,7 +249,8 @@ class CoordinatorStudy:
                         time.perf_counter() - t0, solver_set, sweep, extra=extra)
         return self._finish(run)
 
-    def fixed_policies(self, study: str, methods: list[str], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+    def fixed_policies(self, study: str, methods: list[str], seeds: np.ndarray, weights: np.ndarray,
+                       finish: bool = True) -> list[MethodRun]:
         """always-A, random and the oracle as lanes of one env (method-major: lane = method x seeds +
         seed index), on the same packets and verdicts as the other methods; each lane's numbers are
         exactly those of its method played alone, at one env step per iteration instead of three."""
@@ -261,10 +271,11 @@ class CoordinatorStudy:
         baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]))
         seconds = (time.perf_counter() - t0) / len(methods)  # each method's share of the batch
         used = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
-        return [self._finish(MethodRun(study, m, [f"{study}.{m}"] * n, seeds, weights, actions, use_map,
-                                       train.lanes_view(rows[m]), test.lanes_view(rows[m]), None, None, seconds,
-                                       [self.layout.manager] if m == "always_a" else used))
+        runs = [MethodRun(study, m, [f"{study}.{m}"] * n, seeds, weights, actions, use_map,
+                          train.lanes_view(rows[m]), test.lanes_view(rows[m]), None, None, seconds,
+                          [self.layout.manager] if m == "always_a" else used)
                 for m in methods]
+        return [self._finish(r) for r in runs] if finish else runs
 
     def dqn_batch(self, study: str, members: list[DqnMember]) -> tuple[VecCoordinatorEnv, np.ndarray | None, np.ndarray, bool]:
         """(train env of every member's lanes, per-lane network inputs, the no-map inputs, any lane sees the map)."""
@@ -356,7 +367,7 @@ class CoordinatorStudy:
             self.on_run(run)
         return run
 
-    def _fixed_orders(self, study: str, seeds: np.ndarray, weights: np.ndarray, t0: float) -> MethodRun:
+    def _fixed_orders(self, study: str, seeds: np.ndarray, weights: np.ndarray, t0: float, finish: bool = True) -> MethodRun:
         """Every fixed order in one batch of lanes (order-major: lane = order x seeds + seed index),
         on the same packets and verdicts as the other methods; no trajectories (they are baselines)."""
         actions = self.actions(study)
@@ -375,7 +386,7 @@ class CoordinatorStudy:
                         actions, use_map, train, test, None, None, time.perf_counter() - t0,
                         sorted({s for ss in solvers for s in ss}, key=actions.solvers.index),
                         points=[names[o] for o in lane_order], lane_solvers=[solvers[o] for o in lane_order])
-        return self._finish(run)
+        return self._finish(run) if finish else run
 
     def run(self) -> list[MethodRun]:
         with deterministic_torch(self.p.torch_threads):
@@ -389,24 +400,30 @@ class CoordinatorStudy:
         studies = order + [s for s in sw.studies if s not in order]
         groups = {study: [DqnMember(m, seeds, weights, [f"{study}.{m}"] * len(seeds)) for m in DQN_METHODS
                           if m in p.methods and study in order] + self.sweep_members(study) for study in studies}
-        with self._workers(groups) as apart:
+        with self._workers(groups, order, seeds, weights) as apart:
             return self._run_studies(studies, order, groups, apart, seeds, weights)
 
     @contextmanager
-    def _workers(self, groups: dict[str, list[DqnMember]]) -> Iterator[dict[str, Future]]:
+    def _workers(self, groups: dict[str, list[DqnMember]], order: list[str],
+                 seeds: np.ndarray, weights: np.ndarray) -> Iterator[dict[str, Future]]:
         """With `workers: 2`, every DQN batch after the first trains in a second process from the
-        start (the first in this one), so the two environments' coordinators train side by side."""
+        start (the first in this one), so the two environments' coordinators train side by side;
+        queued behind them there, the first environment's fixed baselines (keyed "<study>.fixed"),
+        which this process would otherwise play alone after its batch while that core idles."""
         later = [study for study, members in groups.items() if members][1:]
         if self.p.workers < 2 or not later:
             yield {}
             return
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(max_workers=min(self.p.workers - 1, len(later)), mp_context=mp.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
             apart = {}
             for study in later:
                 train, lane_inputs, _, _ = self.dqn_batch(study, groups[study])
                 apart[study] = pool.submit(train_apart, train, self.p.dqn, str(self.device), lane_inputs, self.p.torch_threads)
+            for study in order:
+                if study not in apart and self.fixed_methods():
+                    apart[f"{study}.fixed"] = pool.submit(fixed_apart, pickle.dumps(self), study, seeds, weights)
             try:
                 yield apart
             finally:
@@ -421,37 +438,65 @@ class CoordinatorStudy:
             baselines_first = study in apart and study in order
             if baselines_first:
                 self._baselines(study, seeds, weights, frozen=False)
+            for done in [s for s in order if f"{s}.fixed" in apart and s != study and s in self._waiting]:
+                self._collect_fixed(done, apart)  # played in the worker meanwhile
             members = groups[study]
             for run in self.train_dqn_group(study, members, apart.get(study)) if members else []:
                 if not run.sweep:
                     self.log(f"coordinator: {study}.{run.method}: late return "
                              f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}")
             if study in order:
-                self._baselines(study, seeds, weights, frozen=True, fixed=not baselines_first)
+                fixed_elsewhere = baselines_first or f"{study}.fixed" in apart
+                if f"{study}.fixed" in apart:
+                    self._waiting.add(study)  # collected once this process has played its own share
+                self._baselines(study, seeds, weights, frozen=True, fixed=not fixed_elsewhere)
+        for done in sorted(self._waiting):
+            self._collect_fixed(done, apart)
         return self.runs
 
-    def _baselines(self, study: str, seeds: np.ndarray, weights: np.ndarray, frozen: bool, fixed: bool = True) -> None:
-        """The non-learning methods of `study`: the fixed policies (`fixed`) and the frozen management
-        coordinator (`frozen`: it needs the management batch trained)."""
-        p = self.p
-        side = [m for m in p.methods if m in SIDE_BY_SIDE]
-        for method in p.methods:
-            if method in DQN_METHODS or (method == "mgmt_policy" and (study != "delegation" or not frozen)):
-                continue
-            if method != "mgmt_policy" and not fixed:
-                continue
+    def _collect_fixed(self, study: str, apart: dict[str, Future]) -> None:
+        self._waiting.discard(study)
+        for run in apart[f"{study}.fixed"].result():
+            self._finish(run)
+            self._log_run(run)
+
+    def fixed_methods(self) -> list[str]:
+        """The methods that need no training: the fixed policies and the fixed orders."""
+        return [m for m in self.p.methods if m in SIDE_BY_SIDE or m == "fixed_order"]
+
+    def fixed_runs(self, study: str, seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+        """The fixed methods of `study`, each as its own run (not yet finished)."""
+        runs: list[MethodRun] = []
+        side = [m for m in self.p.methods if m in SIDE_BY_SIDE]
+        for method in self.fixed_methods():
             if method in SIDE_BY_SIDE:
-                if method != side[0]:
-                    continue
-                done = self.fixed_policies(study, side, seeds, weights)
+                if method == side[0]:
+                    runs += self.fixed_policies(study, side, seeds, weights, finish=False)
             else:
-                done = [self.run_method(study, method, seeds, weights, [f"{study}.{method}"] * len(seeds))]
-            if method == "mgmt_policy" and self.selected:  # the checkpoint chosen on the dev split, beside the last
+                runs.append(self._fixed_orders(study, seeds, weights, time.perf_counter(), finish=False))
+        return runs
+
+    def _log_run(self, run: MethodRun) -> None:
+        self.log(f"coordinator: {run.study}.{run.method}: late return "
+                 f"{run.train.stats['return'][:, -self.p.late_episodes:].mean():.2f}, {run.seconds:.1f} s")
+
+    def __getstate__(self) -> dict:
+        """What a worker process needs to play the fixed baselines: no callbacks, no finished runs."""
+        state = dict(self.__dict__)
+        state.update(on_run=None, log=print, runs=[], selected={}, _waiting=set())
+        return state
+
+    def _baselines(self, study: str, seeds: np.ndarray, weights: np.ndarray, frozen: bool, fixed: bool = True) -> None:
+        """The non-learning methods of `study`: the fixed policies and orders (`fixed`) and the frozen
+        management coordinator (`frozen`: it needs the management batch trained)."""
+        done = [self._finish(run) for run in self.fixed_runs(study, seeds, weights)] if fixed else []
+        if frozen and study == "delegation" and "mgmt_policy" in self.p.methods:
+            done.append(self.run_method(study, "mgmt_policy", seeds, weights, [f"{study}.mgmt_policy"] * len(seeds)))
+            if self.selected:  # the checkpoint chosen on the dev split, beside the last
                 name = "mgmt_policy_selected"
                 done.append(self.run_method(study, name, seeds, weights, [f"{study}.{name}"] * len(seeds)))
-            for run in done:
-                self.log(f"coordinator: {study}.{run.method}: late return "
-                         f"{run.train.stats['return'][:, -p.late_episodes:].mean():.2f}, {run.seconds:.1f} s")
+        for run in done:
+            self._log_run(run)
 
     def sweep_members(self, study: str) -> list[DqnMember]:
         """The cost-weight sweep's lanes of `study` (seed x other cost weight), trained beside the main DQNs."""
