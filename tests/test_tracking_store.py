@@ -305,7 +305,7 @@ def test_a_stage_rerun_replaces_its_runs_and_prune_keeps_the_newest(tracker: Tra
     assert len(runs()) == 6
     assert compare_runs(tracker.uri, "study", ["eval/x"])["eval/x mean"].item() == 2.0
     rows = connect_sqlite(tracker).execute("SELECT count(*) FROM metrics").fetchone()[0]
-    assert rows == 4 * (50 + 1)  # four children x (a 50-point curve + one final); parents log none
+    assert rows == 4 * (30 + 1)  # four children x (a 30-point curve + one final); parents log none
     assert len(tracker.prune("study", keep=1)) == 1 and len(runs()) == 3
 
 
