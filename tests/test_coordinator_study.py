@@ -308,3 +308,21 @@ def test_the_management_checkpoint_is_selected_on_the_dev_split(finished):
     for lane, episode in enumerate(picked["checkpoint_episode"]):  # a seed that kept its last weights plays the same
         if episode == params.episodes:
             np.testing.assert_array_equal(chosen.test.item_outcomes["reward"][lane], last.test.item_outcomes["reward"][lane])
+
+
+def test_the_paired_frozen_management_lanes_equal_each_policy_played_alone(finished):
+    """mgmt_policy and mgmt_policy_selected play as lanes of one env: each lane's curve and held-out
+    outcomes are those of its policy played alone (run_method)."""
+    import copy
+
+    params, study, runs = finished
+    alone = copy.copy(study)
+    alone.runs, alone.selected = list(study.runs), study.selected  # (a copy drops both, like a worker's)
+    seeds = np.arange(params.first_seed, params.first_seed + params.seeds)
+    weights = np.full(len(seeds), float(params.cost_weight))
+    for method in ("mgmt_policy", "mgmt_policy_selected"):
+        single = alone.run_method("delegation", method, seeds, weights, [method] * len(seeds))
+        paired = next(r for r in runs if r.study == "delegation" and r.method == method)
+        np.testing.assert_array_equal(single.train.stats["return"], paired.train.stats["return"])
+        np.testing.assert_array_equal(single.test.item_outcomes["reward"], paired.test.item_outcomes["reward"])
+        assert single.extra == paired.extra

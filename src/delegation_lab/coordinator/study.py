@@ -277,6 +277,31 @@ class CoordinatorStudy:
                 for m in methods]
         return [self._finish(r) for r in runs] if finish else runs
 
+    def frozen_management(self, study: str, seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
+        """mgmt_policy (the last weights) and mgmt_policy_selected (the dev-selected checkpoints) as
+        lanes of one env (method-major), each lane exactly what its method gives played alone."""
+        t0 = time.perf_counter()
+        source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
+        assert source is not None  # params validation guarantees the management coordinator ran first
+        selected, extra = self.selected[source.method]
+        n, rules = len(seeds), self.p.mgmt_policy_rules
+        both = GreedyPolicy(source.policy.sizes, source.policy.layers + selected.layers)
+        train, test = self.envs(rules, source.use_map, np.tile(seeds, 2), np.tile(weights, 2))
+        actions = train.actions
+        act = (baselines.greedy(both) if rules == "management"
+               else baselines.management_in_delegation(both, self.layout.routes, actions))
+        baselines.rollout(train, act)
+        baselines.rollout(test, act)
+        solver_set = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
+        seconds = (time.perf_counter() - t0) / 2
+        runs = []
+        for k, (method, info) in enumerate((("mgmt_policy", None), ("mgmt_policy_selected", extra))):
+            rows = np.arange(k * n, (k + 1) * n)
+            runs.append(self._finish(MethodRun(study, method, [f"{study}.{method}"] * n, seeds, weights, actions,
+                                               source.use_map, train.lanes_view(rows), test.lanes_view(rows), None,
+                                               None, seconds, solver_set, extra=info)))
+        return runs
+
     def dqn_batch(self, study: str, members: list[DqnMember]) -> tuple[VecCoordinatorEnv, np.ndarray | None, np.ndarray, bool]:
         """(train env of every member's lanes, per-lane network inputs, the no-map inputs, any lane sees the map)."""
         seeds = np.concatenate([m.seeds for m in members])
@@ -491,10 +516,10 @@ class CoordinatorStudy:
         management coordinator (`frozen`: it needs the management batch trained)."""
         done = [self._finish(run) for run in self.fixed_runs(study, seeds, weights)] if fixed else []
         if frozen and study == "delegation" and "mgmt_policy" in self.p.methods:
-            done.append(self.run_method(study, "mgmt_policy", seeds, weights, [f"{study}.mgmt_policy"] * len(seeds)))
-            if self.selected:  # the checkpoint chosen on the dev split, beside the last
-                name = "mgmt_policy_selected"
-                done.append(self.run_method(study, name, seeds, weights, [f"{study}.{name}"] * len(seeds)))
+            if self.selected:  # the checkpoint chosen on the dev split, beside the last weights
+                done += self.frozen_management(study, seeds, weights)
+            else:
+                done.append(self.run_method(study, "mgmt_policy", seeds, weights, [f"{study}.mgmt_policy"] * len(seeds)))
         for run in done:
             self._log_run(run)
 
