@@ -355,17 +355,18 @@ class Tracker:
         found = self.client.get_experiment_by_name(study) if self.params.enabled else None
         if found is None:
             return []
-        runs = self.client.search_runs([found.experiment_id], max_results=50_000, run_view_type=3)  # ViewType.ALL
-        parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "stage" in r.data.tags
-                   and (stage is None or r.data.tags["stage"] == stage)]
+        # the stage's own runs only (a stage run's end must not read every child run of the store)
+        where = f"tags.stage = '{stage}'" if stage is not None else ""
+        parents = [r for r in self.client.search_runs([found.experiment_id], where, max_results=50_000, run_view_type=3)
+                   if "mlflow.parentRunId" not in r.data.tags and "stage" in r.data.tags]  # ViewType.ALL
         doomed: list[str] = []
         for name in {r.data.tags["stage"] for r in parents}:
             mine = sorted((r for r in parents if r.data.tags["stage"] == name), key=lambda r: r.info.start_time, reverse=True)
             doomed += [r.info.run_id for r in mine[keep:] if r.info.status != "RUNNING"]
         if not doomed:
             return []
-        gone = set(doomed)
-        children = [r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId") in gone]
+        children = [r.info.run_id for parent in doomed for r in self.client.search_runs(
+            [found.experiment_id], f"tags.mlflow.parentRunId = '{parent}'", max_results=50_000, run_view_type=3)]
         store = self._store()
         for run_id in children + doomed:
             store._hard_delete_run(run_id)
