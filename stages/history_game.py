@@ -2,7 +2,10 @@
 (History Matters §2.3, App. B) and independent Q-learning on the alternating help game without and
 with virtual money transfer (§2.4, §3.3), 20 seeds batched."""
 
+import multiprocessing as mp
 import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 
 from delegation_lab.games.report import solution_json
 from delegation_lab.games.study import (
@@ -50,18 +53,30 @@ def history_game(ctx: StageContext) -> None:
     confidence = ctx.params.evaluation.intervals.confidence
     t0 = time.perf_counter()
     batches = {}
-    for condition, game in envs.items():
-        bar = None
-        if ctx.progress:
-            from tqdm import tqdm
+    # The conditions are independent batches (each seed draws from its own generator): all but the
+    # first train in `history_game.workers` - 1 spawned processes while this one trains the first.
+    conditions = list(envs)
+    with ExitStack() as stack:
+        pool = None
+        if params.workers > 1 and len(conditions) > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(min(params.workers - 1, len(conditions) - 1),
+                                                           mp_context=mp.get_context("spawn")))
+        elsewhere = {c: pool.submit(train_blocks, envs[c], params, blocks_for(params, CONDITIONS[c])) for c in conditions[1:]} if pool else {}
+        for condition in conditions:
+            blocks = blocks_for(params, CONDITIONS[condition])  # the reported learner, the gamma sweep, history-aware learners
+            if condition in elsewhere:
+                batches[condition] = elsewhere[condition].result()
+            else:
+                bar = None
+                if ctx.progress:
+                    from tqdm import tqdm
 
-            bar = tqdm(total=params.iql.episodes, desc=f"IQL {condition}", unit="ep", mininterval=1.0)
-        blocks = blocks_for(params, CONDITIONS[condition])  # the reported learner, the gamma sweep, history-aware learners
-        batches[condition] = train_blocks(game, params, blocks, progress=(lambda e, b=bar: b.update(1)) if bar else None)
-        if bar:
-            bar.close()
-        result = batches[condition][blocks[0]]
-        runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window, confidence), curve_frame(result))
+                    bar = tqdm(total=params.iql.episodes, desc=f"IQL {condition}", unit="ep", mininterval=1.0)
+                batches[condition] = train_blocks(envs[condition], params, blocks, progress=(lambda e, b=bar: b.update(1)) if bar else None)
+                if bar:
+                    bar.close()
+            result = batches[condition][blocks[0]]
+            runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window, confidence), curve_frame(result))
     t_iql = time.perf_counter() - t0
     frames = {c: trajectory_frames(r.result, params.trajectory_every) for c, r in runs.items()}
 

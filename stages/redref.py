@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
+from delegation_lab.redref.jobs import Jobs
+from delegation_lab.redref.mlflow_children import Child, write_children, write_children_to
 from delegation_lab.redref.memory import EmbeddingCache, HashingEmbedder, load_embedder, similarity
 from delegation_lab.redref.trajectories import cached_steps, split_steps
 from delegation_lab.stage import StageContext, run_stage
@@ -45,6 +48,49 @@ def _seed_series(out, s: int) -> dict[str, list[float]]:
             "task/tokens": out.tokens[s].tolist(), "task/quality": out.quality[s].tolist()}
 
 
+def rq_children(rq1_out: dict, rq2_out: dict, rq3_out: dict, noise: dict, params) -> list[Child]:
+    """The child runs of RQ1-RQ3 (REDEREF and random per seed; ablations are parent metrics) and the
+    judge-noise sweep."""
+    children = []
+    logged = {"rq1": ("redref", "random"), "rq2": ("redref", "random"), "rq3": ("redref",)}
+    for tag, outcomes in (("rq1", rq1_out), ("rq2", rq2_out), ("rq3", rq3_out)):
+        for method in logged[tag]:
+            out = outcomes[method]
+            for s in range(out.success.shape[0]):
+                # per-task curves (step = task) and the seed's means (step 0), in one batch
+                children.append(Child(f"{tag}.{method}", s, params={"experiment": tag, "method": method}, series=[{
+                    **_seed_series(out, s), "eval/success": [float(out.success[s].mean())],
+                    "eval/calls": [float(out.calls[s].mean())], "eval/tokens": [float(out.tokens[s].mean())],
+                    "eval/quality": [float(out.quality[s].mean())]}]))
+    children.append(Child("judge_noise", None, params=params.judge_noise, metrics=[
+        {f"regret/delta_{k}": v["regret"] for k, v in noise["by_delta"].items()}, {"regret/loglog_slope": noise["loglog_slope"]}]))
+    return children
+
+
+def cached_children(summary_rows: list[dict]) -> list[Child]:
+    """One child run per cached method x seed, its operating points as metrics (run ids go into the summaries)."""
+    children = []
+    if not summary_rows:
+        return children
+    for (method, seed), part in pl.DataFrame(summary_rows).partition_by(["method", "seed"], as_dict=True).items():
+        children.append(Child(f"cached.{method}", seed, params={"experiment": "cached", "method": method}, metrics=[{
+            f"{r['operating_point'].replace('B=', 'b')}/{key}": r[col]
+            for r in part.iter_rows(named=True)
+            for key, col in (("eval/accuracy", "accuracy"), ("cost/per_item_usd", "cost_per_item_usd"),
+                             ("eval/calls_per_item", "calls_per_item"))
+        }], key=(method, seed)))
+    return children
+
+
+def log_children(ctx: StageContext, run, jobs: Jobs, children: list[Child]) -> Future:
+    """The child runs written by a worker process (redref.workers > 1) or here; a Future of their run ids."""
+    if run.active and jobs.workers > 1:
+        return jobs.submit(write_children_to, ctx.tracker.uri, run.run_id, run.experiment_id, STUDY, run.series_points, children)
+    done: Future = Future()
+    done.set_result(write_children(run, children) if run.active else {})
+    return done
+
+
 def redref(ctx: StageContext) -> None:
     """Run every REDEREF experiment and write the study's outputs."""
     params = ctx.params.redref
@@ -70,103 +116,74 @@ def redref(ctx: StageContext) -> None:
         metrics["embedding"]["cache"] = str(embedder.path.relative_to(layout.root))
     cache_dir = layout.root / "data" / "redref"
     write_json_atomic({"model": embedder.name, "cached": isinstance(embedder, EmbeddingCache)}, cache_dir / "index.json")
-    metrics["judge"] = {"calibration": ex.calibrate_split_judge(world, params)}
-    rq1, rq1_out, rq1_seq = ex.run_rq1(world, params, rng)
-    rq2, rq2_out, rq2_seq = ex.run_rq2(world, params, rng)
-    rq3, rq3_out, rq3_seq = ex.run_rq3(world, params, rng)
-    noise, sweep = ex.run_judge_noise(params, rng)
-    protocol, _, belief_states = ex.run_protocol(world, params)
-    phases.done("RQ1-RQ3, judge noise, protocol run")
-    metrics.update({"rq1": rq1, "rq2": rq2, "rq3": rq3, "judge_noise": noise, "protocol": protocol})
-    print(f"redref: RQ1 tokens {rq1['tokens_ratio']:.3f}x calls {rq1['calls_ratio']:.3f}x time {rq1['time_ratio']:.3f}x; "
-          f"success {rq1['success_redref']:.2f} % vs {rq1['success_random']:.2f} % (random)")
-    for name in ("single_verdict", "task_conditional"):
-        if name in rq1:
-            print(f"redref: RQ1 {name}: calls {rq1[name]['calls_ratio']:.3f}x tokens {rq1[name]['tokens_ratio']:.3f}x random; "
-                  f"success {rq1[name]['success_redref']:.2f} %")
-
-    cached_out, summary_rows, points = {}, [], []
-    cached_outcomes = pl.DataFrame(schema=OUTCOME_SCHEMA)
-    if cached_inputs is not None:
-        emb = embedder.encode(cached_inputs.questions)
-        phases.done("embed the cached items")
-        cached_out = ex.run_cached(cached_inputs, similarity(emb, emb), params, verifier)
-        summary_rows, cached_metrics, cached_outcomes = ex.cached_summary(cached_out, cached_inputs, params, ctx.params.evaluation.intervals)
-        cached_outcomes = cached_outcomes.with_columns(study=pl.lit(STUDY), dataset=pl.lit(ctx.params.data.dataset), verifier=pl.lit(verifier.name))
-        points = ex.operating_points(params, cached_inputs)
-        metrics["cached"] = {
-            "solvers": cached_inputs.arms.solvers, "n_test_items": cached_inputs.n_test, "warm_start": cached_inputs.n_warm,
-            "mean_cost_usd": {k: round(v, 8) for k, v in cached_inputs.mean_cost.items()},
-            "verifier": verifier.describe(),
-            "judge": ex.calibrate_cached_judge(labeled, labels, params, verifier), **cached_metrics,
-        }
-
-        phases.done("route the cached items")
-
-    # -- trajectories ---------------------------------------------------------------------------
     usd = params.zoo.usd_per_mtok
-    with TrajectoryWriter(layout, STUDY) as writer:
-        for tag, outcomes, seq in (("rq1", rq1_out, rq1_seq), ("rq2", rq2_out, rq2_seq), ("rq3", rq3_out, rq3_seq)):
-            for method, out in outcomes.items():
-                frame = split_steps(out, world.zoo, world.pool, seq, usd)
-                for (seed,), part in frame.partition_by("seed", as_dict=True).items() if frame.height else []:
-                    writer.add(f"{tag}.{method}", seed, part.drop("seed"))
-        if cached_inputs is not None:
-            seq = ex.cached_sequences(params, cached_inputs)
-            budgets = np.tile(np.array([b for _, b in points]), params.cached.seeds)
-            for method, out in cached_out.items():
-                frame = cached_steps(out, cached_inputs.arms.solvers, cached_inputs.item_ids, cached_inputs.splits, seq, len(points), budgets)
-                for (seed, point), part in frame.partition_by(["seed", "point"], as_dict=True).items():
-                    slug = points[point][0].replace("B=", "b")
-                    writer.add(f"cached.{method}.{slug}", seed, part.drop("seed", "point"))
-
-    phases.done("write trajectories")
-
-    # -- MLflow, summaries ----------------------------------------------------------------------
     run_ids: dict[tuple[str, int], str | None] = {}
-    with ctx.tracker.stage_run(STUDY, STUDY, params) as run:
+    # Every simulation is a job with its own generator (redref.workers processes; 1 = this one): RQ1's
+    # first, then the independent judge-noise sweep and cached routing queue behind it while this
+    # process runs the protocol; the shared `rng` is drawn in the old order (RQ1, RQ2, RQ3, noise).
+    with Jobs(params.workers) as jobs, ctx.tracker.stage_run(STUDY, STUDY, params) as run:
+        rq1_started = ex.start_rq1(world, params, rng, jobs)
+        noise_started = ex.start_judge_noise(params, jobs)
+        cached_started: dict = {}
+        if cached_inputs is not None:
+            emb = embedder.encode(cached_inputs.questions)
+            phases.done("embed the cached items")
+            cached_started = ex.start_cached(cached_inputs, similarity(emb, emb), params, verifier, jobs)
+        metrics["judge"] = {"calibration": ex.calibrate_split_judge(world, params)}
+        protocol, _, belief_states = ex.run_protocol(world, params)
+        rq1, rq1_out, rq1_seq = ex.finish_rq1(rq1_started, params, rng)
+        rq2, rq2_out, rq2_seq = ex.run_rq2(world, params, rng, jobs)
+        rq3, rq3_out, rq3_seq = ex.run_rq3(world, params, rng, jobs)
+        noise, sweep = ex.run_judge_noise(params, rng, noise_started)
+        phases.done("RQ1-RQ3, judge noise, protocol run")
+        metrics.update({"rq1": rq1, "rq2": rq2, "rq3": rq3, "judge_noise": noise, "protocol": protocol})
+        print(f"redref: RQ1 tokens {rq1['tokens_ratio']:.3f}x calls {rq1['calls_ratio']:.3f}x time {rq1['time_ratio']:.3f}x; "
+              f"success {rq1['success_redref']:.2f} % vs {rq1['success_random']:.2f} % (random)")
+        for name in ("single_verdict", "task_conditional"):
+            if name in rq1:
+                print(f"redref: RQ1 {name}: calls {rq1[name]['calls_ratio']:.3f}x tokens {rq1[name]['tokens_ratio']:.3f}x random; "
+                      f"success {rq1[name]['success_redref']:.2f} %")
+
         run.set_tags({"embedding": embedder.name})
-        logged = {"rq1": ("redref", "random"), "rq2": ("redref", "random"), "rq3": ("redref",)}  # ablations: parent metrics
-        for tag, outcomes in (("rq1", rq1_out), ("rq2", rq2_out), ("rq3", rq3_out)):
-            for method in logged[tag]:
-                out = outcomes[method]
-                for s in range(out.success.shape[0]):
-                    with run.child(f"{tag}.{method}", s, params={"experiment": tag, "method": method}) as child:
-                        # per-task curves (step = task) and the seed's means (step 0), in one batch
-                        child.log_series({**_seed_series(out, s), "eval/success": [float(out.success[s].mean())],
-                                          "eval/calls": [float(out.calls[s].mean())], "eval/tokens": [float(out.tokens[s].mean())],
-                                          "eval/quality": [float(out.quality[s].mean())]})
-        with run.child("judge_noise", None, params=params.judge_noise) as child:
-            child.log_metrics({f"regret/delta_{k}": v["regret"] for k, v in noise["by_delta"].items()})
-            child.log_metrics({"regret/loglog_slope": noise["loglog_slope"]})
-        if cached_inputs is not None:
-            frame = pl.DataFrame(summary_rows)
-            for (method, seed), part in frame.partition_by(["method", "seed"], as_dict=True).items():
-                with run.child(f"cached.{method}", seed, params={"experiment": "cached", "method": method}) as child:
-                    child.log_metrics({
-                        f"{r['operating_point'].replace('B=', 'b')}/{key}": r[col]
-                        for r in part.iter_rows(named=True)
-                        for key, col in (("eval/accuracy", "accuracy"), ("cost/per_item_usd", "cost_per_item_usd"),
-                                         ("eval/calls_per_item", "calls_per_item"))
-                    })
-                    run_ids[(method, seed)] = child.run_id
-        run.log_metrics({"rq1": {k: v for k, v in rq1.items() if isinstance(v, float)},
-                         "rq2": {k: v for k, v in rq2.items() if isinstance(v, float)},
-                         "rq3": {k: v for k, v in rq3.items() if isinstance(v, float)}})
-        if cached_inputs is not None:
-            write_summaries(layout, STUDY, [
-                {**r, "study": STUDY, "split": "test", "return": None, "dataset": ctx.params.data.dataset,
-                 "solver_set": ",".join(cached_inputs.arms.solvers), "run_id": run_ids.get((r["method"], r["seed"])),
-                 "verifier": verifier.name}
-                for r in summary_rows
-            ])
-        else:  # redref.cached.enabled is false: no frontier points, but the declared outputs exist
-            write_summaries(layout, STUDY, pl.DataFrame(schema=SUMMARY_SCHEMA))
-        write_outcomes(layout, STUDY, cached_outcomes)
+        logging = log_children(ctx, run, jobs, rq_children(rq1_out, rq2_out, rq3_out, noise, params))
 
-        phases.done("MLflow runs and summaries")
+        cached_out, summary_rows, points = {}, [], []
+        cached_outcomes = pl.DataFrame(schema=OUTCOME_SCHEMA)
+        if cached_inputs is not None:
+            cached_out = {m: f.result() for m, f in cached_started.items()}
+            summary_rows, cached_metrics, cached_outcomes = ex.cached_summary(cached_out, cached_inputs, params, ctx.params.evaluation.intervals)
+            cached_outcomes = cached_outcomes.with_columns(study=pl.lit(STUDY), dataset=pl.lit(ctx.params.data.dataset), verifier=pl.lit(verifier.name))
+            points = ex.operating_points(params, cached_inputs)
+            metrics["cached"] = {
+                "solvers": cached_inputs.arms.solvers, "n_test_items": cached_inputs.n_test, "warm_start": cached_inputs.n_warm,
+                "mean_cost_usd": {k: round(v, 8) for k, v in cached_inputs.mean_cost.items()},
+                "verifier": verifier.describe(),
+                "judge": ex.calibrate_cached_judge(labeled, labels, params, verifier), **cached_metrics,
+            }
+            phases.done("route the cached items")
 
-        # -- plots and metrics ------------------------------------------------------------------
+        # -- trajectories (while a worker writes the MLflow child runs) -------------------------------
+        with TrajectoryWriter(layout, STUDY) as writer:
+            for tag, outcomes, seq in (("rq1", rq1_out, rq1_seq), ("rq2", rq2_out, rq2_seq), ("rq3", rq3_out, rq3_seq)):
+                for method, out in outcomes.items():
+                    frame = split_steps(out, world.zoo, world.pool, seq, usd)
+                    for (seed,), part in frame.partition_by("seed", as_dict=True).items() if frame.height else []:
+                        writer.add(f"{tag}.{method}", seed, part.drop("seed"))
+            if cached_inputs is not None:
+                seq = ex.cached_sequences(params, cached_inputs)
+                budgets = np.tile(np.array([b for _, b in points]), params.cached.seeds)
+                for method, out in cached_out.items():
+                    frame = cached_steps(out, cached_inputs.arms.solvers, cached_inputs.item_ids, cached_inputs.splits, seq, len(points), budgets)
+                    for (seed, point), part in frame.partition_by(["seed", "point"], as_dict=True).items():
+                        slug = points[point][0].replace("B=", "b")
+                        writer.add(f"cached.{method}.{slug}", seed, part.drop("seed", "point"))
+
+        phases.done("write trajectories")
+        run_ids.update(logging.result())  # one writer at a time on the store
+        logging = log_children(ctx, run, jobs, cached_children(summary_rows))
+        phases.done("MLflow child runs of RQ1-RQ3")
+
+        # -- plots (before the summaries: they wait for the MLflow run ids) -----------------------
         folder = layout.plots(STUDY)
         expert, impaired = world.zoo.names.index(params.rq2.expert), world.zoo.names.index(params.rq3.impaired)
         frames = {
@@ -192,6 +209,25 @@ def redref(ctx: StageContext) -> None:
             plots.write_all(folder, {"cached_frontier": plots.cached_frame([])})
             plots.plot_cached(plots.cached_frame([]), {}, folder / "cached_frontier.png")
         phases.done("plots")
+
+        # -- MLflow parent metrics, summaries -------------------------------------------------------
+        run_ids.update(logging.result())
+        run.log_metrics({"rq1": {k: v for k, v in rq1.items() if isinstance(v, float)},
+                         "rq2": {k: v for k, v in rq2.items() if isinstance(v, float)},
+                         "rq3": {k: v for k, v in rq3.items() if isinstance(v, float)}})
+        if cached_inputs is not None:
+            write_summaries(layout, STUDY, [
+                {**r, "study": STUDY, "split": "test", "return": None, "dataset": ctx.params.data.dataset,
+                 "solver_set": ",".join(cached_inputs.arms.solvers), "run_id": run_ids.get((r["method"], r["seed"])),
+                 "verifier": verifier.name}
+                for r in summary_rows
+            ])
+        else:  # redref.cached.enabled is false: no frontier points, but the declared outputs exist
+            write_summaries(layout, STUDY, pl.DataFrame(schema=SUMMARY_SCHEMA))
+        write_outcomes(layout, STUDY, cached_outcomes)
+
+        phases.done("MLflow runs and summaries")
+
         metrics["provenance"] = ex.provenance(metrics)
         metrics["runtime_s"] = {**phases.seconds, "total": round(time.perf_counter() - phases.start, 1)}
         write_json_atomic(metrics, layout.metrics(STUDY))

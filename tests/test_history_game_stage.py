@@ -113,3 +113,18 @@ def test_repro_writes_metrics_plots_trajectories_and_mlflow(repro: Path):
 def test_second_repro_is_a_noop(repro: Path):
     again = run([str(BIN / "dvc"), "repro", "history_game"], repro).stdout
     assert "Running stage" not in again
+
+
+def test_two_workers_give_the_single_process_figures(tmp_path: Path):
+    """history_game.workers: the transfer condition trained in a spawned process changes no figure."""
+    out = {}
+    for workers in (1, 2):
+        folder = tmp_path / f"w{workers}"
+        folder.mkdir()
+        code, err = stage_in(folder, {"iql": {"episodes": 200, "seeds": 2}, "workers": workers})
+        assert code == 0, err
+        metrics = json.loads((folder / "metrics" / "history_game.json").read_text())
+        metrics.pop("timing")
+        out[workers] = (metrics, [(folder / "plots" / "history_game" / f"return_{c}.csv").read_text()
+                                  for c in ("no_transfer", "transfer")])
+    assert out[1] == out[2]

@@ -131,6 +131,9 @@ class HistoryGameParams(ParamsModel):
     """Store the steps of every k-th training episode (and every greedy evaluation step)."""
     curve_log_every: int = Field(25, ge=1)
     """Log every k-th episode of each seed's learning curve to MLflow (the CSV keeps every episode)."""
+    workers: int = Field(2, ge=1)
+    """Processes the IQL conditions (without / with money) train in, spawned; each seed draws from its own
+    generator, so the figures do not depend on this, only the wall time; 1 = one after another in the stage's process."""
 
     @field_validator("gamma_sweep")
     @classmethod

@@ -7,6 +7,7 @@ a `paper` key) and the raw outcomes the stage turns into trajectories, plots and
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from delegation_lab.redref.bandit import SweepResult, judge_noise_sweep, loglog_
 from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached, verdict_rows
 from delegation_lab.redref.controller import Redref, merge_sections
 from delegation_lab.redref.engine import EngineSetup, SequenceOutcome, run_sequences
+from delegation_lab.redref.jobs import Jobs, serial
 from delegation_lab.redref.judge import (
     AGENT_TEMPLATE,
     JUDGE_ROLE,
@@ -151,7 +153,15 @@ def method_summary(o: SequenceOutcome, name: str, resamples: int, rng: np.random
     return out
 
 
-def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator,
+            jobs: Jobs | None = None) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+    return finish_rq1(start_rq1(world, params, rng, jobs), params, rng)
+
+
+def start_rq1(world: World, params: RedrefParams, rng: np.random.Generator, jobs: Jobs | None = None) -> tuple[dict, np.ndarray]:
+    """RQ1's task sequences (drawn from the study's shared `rng`) and its simulations, submitted to
+    `jobs` (each with its own generator, so where it runs changes nothing)."""
+    jobs = jobs or serial()
     p = params.rq1
     seq = draw_sequences(np.arange(world.pool.size), p.seeds, p.n_tasks, rng, "rq1")
     methods = {"redref": setup_for(params, "thompson"), "random": setup_for(params, "random")}
@@ -166,15 +176,24 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
     if p.task_conditional:  # our variant: one Beta per agent x domain instead of a kernel-seeded one per agent
         methods["redref_task_conditional"] = setup_for(params, "thompson", "reset", beliefs="agent_domain")
     variants = {"redref_single", "random_single", "redref_task_conditional"}  # metrics only: no step log (time budget)
-    outcomes = {m: run_sequences(world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]),
-                                 log_steps=m not in variants)
-                for k, (m, s) in enumerate(methods.items())}
+    pending = {m: jobs.submit(run_sequences, world.zoo, world.pool, seq, world.sim, s, np.random.default_rng([params.seed, 11, k]),
+                              log_steps=m not in variants)
+               for k, (m, s) in enumerate(methods.items())}
     if p.ablations:  # the same loop with an oracle kernel: Jaccard overlap of the tasks' domain sets
         r = world.pool.required.astype(float)
         inter = r @ r.T
         jaccard = inter / (r.sum(1)[:, None] + r.sum(1)[None, :] - inter)
-        outcomes["redref_domain_kernel"] = run_sequences(world.zoo, world.pool, seq, jaccard, setup_for(params, "thompson"),
-                                                         np.random.default_rng([params.seed, 11, 99]))
+        pending["redref_domain_kernel"] = jobs.submit(run_sequences, world.zoo, world.pool, seq, jaccard, setup_for(params, "thompson"),
+                                                      np.random.default_rng([params.seed, 11, 99]))
+    return pending, seq
+
+
+def finish_rq1(started: tuple[dict, np.ndarray], params: RedrefParams,
+               rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+    """RQ1's metrics from its simulations (the bootstrap draws from the shared `rng`, after the sequences)."""
+    pending, seq = started
+    p = params.rq1
+    outcomes = {m: f.result() for m, f in pending.items()}
     a, b = outcomes["redref"], outcomes["random"]
     res = params.bootstrap_resamples
     metrics: dict[str, Any] = {"n_seeds": p.seeds, "n_tasks": p.n_tasks}
@@ -213,17 +232,20 @@ def run_rq1(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
 # RQ2
 
 
-def run_rq2(world: World, params: RedrefParams, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+def run_rq2(world: World, params: RedrefParams, rng: np.random.Generator,
+            jobs: Jobs | None = None) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+    jobs = jobs or serial()
     p = params.rq2
     expert = world.zoo.names.index(p.expert)
     candidates = np.nonzero(world.pool.required[:, expert])[0]
     seq = draw_sequences(candidates, p.seeds, p.n_tasks, rng, f"rq2 (tasks containing {p.expert})")
-    outcomes = {
-        "redref": run_sequences(world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
-                                np.random.default_rng([params.seed, 12, 0])),
-        "random": run_sequences(world.zoo, world.pool, seq, world.sim, setup_for(params, "random"),
-                                np.random.default_rng([params.seed, 12, 1])),
+    pending = {
+        "redref": jobs.submit(run_sequences, world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
+                              np.random.default_rng([params.seed, 12, 0])),
+        "random": jobs.submit(run_sequences, world.zoo, world.pool, seq, world.sim, setup_for(params, "random"),
+                              np.random.default_rng([params.seed, 12, 1])),
     }
+    outcomes = {m: f.result() for m, f in pending.items()}
     res = params.bootstrap_resamples
     o = outcomes["redref"]
     belief = o.belief_start[:, :, expert]
@@ -248,14 +270,17 @@ def run_rq2(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
 # RQ3
 
 
-def run_rq3(world: World, params: RedrefParams, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+def run_rq3(world: World, params: RedrefParams, rng: np.random.Generator,
+            jobs: Jobs | None = None) -> tuple[dict[str, Any], dict[str, SequenceOutcome], np.ndarray]:
+    jobs = jobs or serial()
     p = params.rq3
     agent = world.zoo.names.index(p.impaired)
     seq = draw_sequences(np.arange(world.pool.size), p.seeds, p.n_tasks, rng, "rq3")
-    o = run_sequences(world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
-                      np.random.default_rng([params.seed, 13]), impaired=(agent, p.impair_after))
-    control = run_sequences(world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
-                            np.random.default_rng([params.seed, 13]), log_steps=False)
+    o_job = jobs.submit(run_sequences, world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
+                        np.random.default_rng([params.seed, 13]), impaired=(agent, p.impair_after))
+    control_job = jobs.submit(run_sequences, world.zoo, world.pool, seq, world.sim, setup_for(params, "thompson"),
+                              np.random.default_rng([params.seed, 13]), log_steps=False)
+    o, control = o_job.result(), control_job.result()
     res = params.bootstrap_resamples
     normal, impaired = slice(0, p.impair_after), slice(p.impair_after, None)
     metrics: dict[str, Any] = {"impaired": p.impaired, "n_seeds": p.seeds, "n_tasks": p.n_tasks, "impair_after": p.impair_after}
@@ -280,9 +305,17 @@ def run_rq3(world: World, params: RedrefParams, rng: np.random.Generator) -> tup
 # Theorem 3.1
 
 
-def run_judge_noise(params: RedrefParams, rng: np.random.Generator) -> tuple[dict[str, Any], SweepResult]:
+def start_judge_noise(params: RedrefParams, jobs: Jobs | None = None) -> Future:
+    """The judge-noise sweep (its own generator), submitted to `jobs`."""
     p = params.judge_noise
-    sweep = judge_noise_sweep(p.arms, p.deltas, p.horizon, p.seeds, np.random.default_rng([params.seed, 14]))
+    return (jobs or serial()).submit(judge_noise_sweep, p.arms, p.deltas, p.horizon, p.seeds,
+                                     np.random.default_rng([params.seed, 14]))
+
+
+def run_judge_noise(params: RedrefParams, rng: np.random.Generator,
+                    started: Future | None = None) -> tuple[dict[str, Any], SweepResult]:
+    p = params.judge_noise
+    sweep = (started or start_judge_noise(params)).result()
     res = params.bootstrap_resamples
     mean = sweep.regret.mean(axis=1)
     bound = sweep.bound()
@@ -501,14 +534,21 @@ def row_seeds(params: RedrefParams, inputs: CachedInputs) -> np.ndarray:
 def run_cached(inputs: CachedInputs, sim_items: np.ndarray, params: RedrefParams, verifier: Verifier) -> dict[str, CachedOutcome]:
     """Every method over seeds x operating points in one batch each; `verifier` judges every answer
     (the same verdict on solver x item x seed for every method and budget)."""
+    return {m: f.result() for m, f in start_cached(inputs, sim_items, params, verifier).items()}
+
+
+def start_cached(inputs: CachedInputs, sim_items: np.ndarray, params: RedrefParams, verifier: Verifier,
+                 jobs: Jobs | None = None) -> dict[str, Future]:
+    """`run_cached`'s routing runs (each with its own generator), submitted to `jobs`."""
+    jobs = jobs or serial()
     cp = params.cached
     seq = cached_sequences(params, inputs)
     budgets = np.tile(np.array([b for _, b in operating_points(params, inputs)]), cp.seeds)
     verdicts = verdict_rows(verifier, inputs.arms, inputs.item_ids, row_seeds(params, inputs))
     methods = {m: v for m, v in CACHED_METHODS.items() if cp.budget_aware or m != "redref-budget-aware"}
     return {
-        m: route_cached(inputs.arms, seq, sim_items, budgets, params.controller, cp.max_depth, cp.cooldown,
-                        verdicts, np.random.default_rng([params.seed, 21, k]), selection, aware)  # type: ignore[arg-type]
+        m: jobs.submit(route_cached, inputs.arms, seq, sim_items, budgets, params.controller, cp.max_depth, cp.cooldown,
+                       verdicts, np.random.default_rng([params.seed, 21, k]), selection, aware)  # type: ignore[arg-type]
         for k, (m, (selection, aware)) in enumerate(methods.items())
     }
 

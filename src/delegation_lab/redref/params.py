@@ -261,6 +261,10 @@ class RedrefParams(ParamsModel):
     """Dimension of the hashing embedding."""
     bootstrap_resamples: int = Field(2000, ge=100)
     """Bootstrap resamples (over seeds) for every 95 % interval."""
+    workers: int = Field(2, ge=1)
+    """Processes the study's simulations (RQ1-RQ3 runs, the judge-noise sweep, the cached routing) and its
+    MLflow child runs go to (spawned; each simulation carries its own seeded generator, so the figures do
+    not depend on this, only the wall time); 1 = everything in the stage's own process, one after another."""
     controller: ControllerParams = ControllerParams()
     """Algorithm 1's knobs on the split-knowledge tasks."""
     judge: JudgeParams = JudgeParams()
