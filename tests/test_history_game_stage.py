@@ -106,7 +106,7 @@ def test_repro_writes_metrics_plots_trajectories_and_mlflow(repro: Path):
     assert len(children) == 2 * 3 + 3  # per method x seed, and one per game
     child = next(r for r in children if r.data.tags.get("method") == "iql_transfer")
     assert child.data.metrics["eval/return"] == 990.0
-    assert len(client.get_metric_history(child.info.run_id, "train/return")) == 1000 // 20
+    assert len(client.get_metric_history(child.info.run_id, "train/return")) == min(1000 // 20, 30)  # tracking.series_points
 
 
 @pytest.mark.slow
