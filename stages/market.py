@@ -30,7 +30,7 @@ from delegation_lab.market.report import (
     summary_rows,
     write_plot_tables,
 )
-from delegation_lab.market.study import SweepResult, WorldResult, operating_point, run_answers, run_chain
+from delegation_lab.market.study import SweepResult, WorldResult, operating_point, run_answers, run_chain, run_markets
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import SUMMARY_SCHEMA, TrajectoryWriter, write_summaries
 from delegation_lab.tables import read_labeled_answers, write_json_atomic
@@ -115,16 +115,20 @@ def log_children(run, worlds: list[WorldResult]) -> dict[tuple[str, int], str | 
         child_params = {"domain": "answers", "protocol": ws[0].protocol, "bidder": ws[0].bidder, "seed": seed,
                         "reward_multiples": [w.multiple for w in ws], "reward_usd": [w.reward_usd for w in ws]}
         with run.child(cell, seed, params=child_params, domain="answers") as child:
-            for w in ws:
+            series: dict[str, list[float]] = {}
+            finals: dict[str, float] = {}
+            for w in ws:  # every operating point's curves and finals in one call each (not two per point)
                 op = operating_point(w.multiple)
-                child.log_series({f"{op}/train/{k}": downsample(w.curves[k]) for k in ("success", "cost")})
+                series |= {f"{op}/train/{k}": downsample(w.curves[k]) for k in ("success", "cost")}
                 f = w.final
-                child.log_metrics({
+                finals |= {
                     f"{op}/eval/accuracy": f["accuracy"], f"{op}/cost/per_item_usd": f["cost_per_item"],
                     f"{op}/eval/calls_per_item": f["calls_per_item"], f"{op}/market/margin": f["margin"],
                     f"{op}/market/subsidy": f["subsidy"], f"{op}/market/clearing_price": f["clearing_price"],
                     f"{op}/market/consumer_pays": f["consumer_pays"], f"{op}/market/bankruptcies": len(w.bankrupt_agents),
-                })
+                }
+            child.log_series(series)
+            child.log_metrics(finals)
             run_ids[(cell, seed)] = child.run_id
     return run_ids
 
@@ -144,18 +148,34 @@ def market(ctx: StageContext) -> None:
     """Run both sweeps and write every output."""
     params, solvers, matrices, n_buckets, verifier = check_inputs(ctx)
     progress = progress_bars(ctx.progress)
-    started = time.perf_counter()
-    with ctx.phase("chain"):
-        chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
-    with ctx.phase("answers"):
-        answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
-    seconds = time.perf_counter() - started
-    worlds = chain.worlds + answers.worlds
     layout = ctx.layout
     plots = layout.plots(STUDY)
     with ctx.tracker.stage_run(STUDY, STUDY, params) as run:
-        with ctx.phase("mlflow_children"):
-            run_ids = log_children(run, worlds)
+        started = time.perf_counter()
+        if params.workers > 1:
+            # every (domain, bidder) market in the pool; this process logs each one's MLflow children
+            # as it arrives, while the others still run
+            run_ids: dict[tuple[str, int], str | None] = {}
+            logging = [0.0]
+
+            def log_part(part: SweepResult) -> None:
+                t0 = time.perf_counter()
+                run_ids.update(log_children(run, part.worlds))
+                logging[0] += time.perf_counter() - t0
+
+            with ctx.phase("markets"):
+                chain, answers = run_markets(params, matrices, n_buckets, solvers, verifier, params.workers, log_part, progress)
+            seconds = time.perf_counter() - started
+            ctx.phases["mlflow_children"] = round(logging[0], 3)  # inside `markets`, beside the pool's work
+        else:
+            with ctx.phase("chain"):
+                chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
+            with ctx.phase("answers"):
+                answers = run_answers(params, matrices, n_buckets, solvers, verifier, progress) if matrices is not None else SweepResult([], {})
+            seconds = time.perf_counter() - started
+            with ctx.phase("mlflow_children"):
+                run_ids = log_children(run, chain.worlds + answers.worlds)
+        worlds = chain.worlds + answers.worlds
         with ctx.phase("trajectories"), TrajectoryWriter(layout, STUDY) as writer:
             for (method, seed), frame in {**chain.trajectories, **answers.trajectories}.items():
                 writer.add(method, seed, frame)

@@ -455,7 +455,7 @@ class Trainer:
 class TrainResult:
     spec: MethodSpec
     seeds: list[int]
-    trainer: Trainer
+    trainer: Trainer | None  # None once returned from a pool worker (the evaluation ran there)
     curves: dict[str, np.ndarray]  # [S, iterations]
     eval_iterations: list[int]
     eval_accuracy: np.ndarray  # [S, checkpoints]

@@ -184,6 +184,8 @@ class CreditParams(ParamsModel):
     """torch device for the policy network (`cpu`, `cuda`, or `auto`)."""
     torch_threads: int | None = Field(1, ge=1)
     """torch.set_num_threads while training (small matmuls run best on one thread); null = torch's default."""
+    workers: int = Field(2, ge=1)
+    """Processes for training: the team methods dealt into this many ensembles, each trained and evaluated in its own spawned process (the single agent after the last one), the MLflow children logged in this process as each arrives; 1 trains the single agent, then every team method in one ensemble, in this process. Each (method, seed) member's numbers depend on its own method and seed only, so they are the same either way."""
     trajectories: TrajectoryParams = TrajectoryParams()
     """Which rollouts become trajectory rows."""
     long_run: LongRunParams = LongRunParams()

@@ -8,8 +8,10 @@ have their own streams), so the methods differ only by their rewards and advanta
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +21,7 @@ from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, ev
 from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train_methods
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.evaluation.statistics import mean_and_std
-from delegation_lab.torch_runtime import resolve_device, torch_threads
+from delegation_lab.torch_runtime import make_deterministic, resolve_device, torch_threads
 
 POOL_STREAM = 0
 
@@ -50,8 +52,50 @@ def make_pools(params: CreditParams) -> tuple[TaskPool, TaskPool]:
     return make_pool(params.env, params.train_tasks, rng), make_pool(params.env, params.test_tasks, rng)
 
 
+def training_jobs(specs: list[MethodSpec], workers: int) -> list[list[list[MethodSpec]]]:
+    """The groups of methods that train together in one ensemble, per job (a job's groups train one
+    after the other). One job: the single agent, then every team method in one ensemble (their
+    rollouts have one shape). `workers` > 1: the team methods dealt round-robin into `workers`
+    ensembles, one job each, the single agent's (smaller) group after the last one."""
+    single, team = [s for s in specs if not s.team], [s for s in specs if s.team]
+    if workers <= 1 or len(team) < 2:
+        return [[g for g in (single, team) if g]]
+    jobs: list[list[list[MethodSpec]]] = [[team[i::workers]] for i in range(min(workers, len(team)))]
+    if single:
+        jobs[-1].append(single)
+    return jobs
+
+
+def train_group(group: list[MethodSpec], params: CreditParams, train_pool: TaskPool, ev: EvalSet, seeds: list[int],
+                device, progress: bool = False) -> list[MethodOutcome]:
+    """Train one ensemble of methods (every seed) and evaluate each on the held-out draws. Each
+    member's numbers depend on its own method and seed only (the seeds' streams are shared by every
+    method, common random numbers), so which methods share an ensemble changes no figure."""
+    t0 = time.perf_counter()
+    label = ", ".join(s.name for s in group)
+    update, close = _bar(progress, params.iterations, label if len(group) == 1 else f"{len(group)} team methods")
+    results = train_methods(group, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev, params.curve_tasks), update)
+    close()
+    evaluations = split_by_method(evaluate(results[0].trainer, ev, params), len(group), len(seeds), ev.n)
+    seconds = (time.perf_counter() - t0) / len(group)
+    return [MethodOutcome(result.spec, result, evaluation, seconds) for result, evaluation in zip(results, evaluations, strict=True)]
+
+
+def train_job(groups: list[list[MethodSpec]], params: CreditParams, train_pool: TaskPool, ev: EvalSet, seeds: list[int],
+              device: str) -> list[MethodOutcome]:
+    """A pool worker's job: its groups one after the other, returned without the trainers (their
+    networks stay in the worker; nothing after the evaluation reads them)."""
+    with torch_threads(params.torch_threads):
+        outcomes = [m for group in groups for m in train_group(group, params, train_pool, ev, seeds, resolve_device(device, "credit.device"))]
+    for m in outcomes:
+        m.train.trainer = None
+    return outcomes
+
+
 def run_study(params: CreditParams, progress: bool = False, log: Callable[[str], None] = print,
               on_method: Callable[[MethodOutcome], None] | None = None) -> StudyOutcome:
+    """Every method of `params` (`workers` > 1: the jobs of `training_jobs` in a pool of spawned
+    processes; `log` and `on_method` run in this process as each method's result arrives)."""
     device = resolve_device(params.device, "credit.device")
     seeds = list(range(params.first_seed, params.first_seed + params.seeds))
     train_pool, test_pool = make_pools(params)
@@ -59,26 +103,28 @@ def run_study(params: CreditParams, progress: bool = False, log: Callable[[str],
     outcomes: list[MethodOutcome] = []
     names = params.method_names()
     specs = [method_spec(name, params) for name in names]
-    # the team methods train together in one ensemble (their rollouts have one shape), the single agent apart
-    groups = [g for g in ([s for s in specs if not s.team], [s for s in specs if s.team]) if g]
-    with torch_threads(params.torch_threads):
-        for group in groups:
-            t0 = time.perf_counter()
-            label = ", ".join(s.name for s in group)
-            update, close = _bar(progress, params.iterations, label if len(group) == 1 else f"{len(group)} team methods")
-            results = train_methods(group, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev, params.curve_tasks), update)
-            close()
-            evaluations = split_by_method(evaluate(results[0].trainer, ev, params), len(group), len(seeds), ev.n)
-            seconds = (time.perf_counter() - t0) / len(group)
-            for result, evaluation in zip(results, evaluations, strict=True):
-                outcome = MethodOutcome(result.spec, result, evaluation, seconds)
-                outcomes.append(outcome)
-                acc = evaluation.per_seed["accuracy"]
-                log(f"credit: {result.spec.name}: held-out accuracy {100 * acc.mean():.2f} ± "
-                    f"{100 * mean_and_std(acc)[1]:.2f} % (std over seeds), "
-                    f"{evaluation.per_seed['tokens_per_task'].mean():.0f} tokens / question")
-                if on_method is not None:
-                    on_method(outcome)
+    jobs = training_jobs(specs, params.workers)
+
+    def arrived(outcome: MethodOutcome) -> None:
+        outcomes.append(outcome)
+        acc = outcome.eval.per_seed["accuracy"]
+        log(f"credit: {outcome.spec.name}: held-out accuracy {100 * acc.mean():.2f} ± "
+            f"{100 * mean_and_std(acc)[1]:.2f} % (std over seeds), "
+            f"{outcome.eval.per_seed['tokens_per_task'].mean():.0f} tokens / question")
+        if on_method is not None:
+            on_method(outcome)
+
+    if len(jobs) == 1:
+        with torch_threads(params.torch_threads):
+            for group in jobs[0]:
+                for outcome in train_group(group, params, train_pool, ev, seeds, device, progress):
+                    arrived(outcome)
+    else:
+        with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn"), initializer=make_deterministic) as pool:
+            futures = [pool.submit(train_job, job, params, train_pool, ev, seeds, str(device)) for job in jobs]
+            for future in as_completed(futures):
+                for outcome in future.result():
+                    arrived(outcome)
     order = {name: i for i, name in enumerate(names)}
     outcomes.sort(key=lambda m: order[m.spec.name])
     return StudyOutcome(params, seeds, train_pool, ev, outcomes, str(device))

@@ -310,6 +310,8 @@ class MarketParams(ParamsModel):
     """torch device (cpu / cuda)."""
     threads: int = Field(1, ge=1)
     """torch CPU threads (the networks are tiny; one thread is fastest and leaves cores to others)."""
+    workers: int = Field(2, ge=1)
+    """Processes for the markets: each (domain, bidder) market is a job for a pool of this many spawned processes (the DAG's two cores), whose MLflow children this process logs as they arrive; 1 runs them one after the other in this process. Each market is seeded by its domain and bidder alone, so the numbers are the same either way."""
     protocols: list[Protocol] = ["first_price", "second_price", "ccv"]
     """Auction protocols: 1st-price (bucket brigade), 2nd-price (Vickrey, platform subsidy), ccv (credit-conserving Vickrey)."""
     bidders: list[Bidder] = ["mirror_descent", "thompson", "bayes_optimal", "ppo", "truthful"]

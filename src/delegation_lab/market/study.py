@@ -12,8 +12,10 @@ Both return one `WorldResult` per market (cell x seed) and the auction rows for 
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +27,7 @@ from delegation_lab.market.chain import ChainCell, ChainDomain, density_cells
 from delegation_lab.market.engine import Market
 from delegation_lab.market.params import BELIEF_BIDDERS, MarketParams, market_cells
 from delegation_lab.market.trajectories import AuctionRecorder
+from delegation_lab.torch_runtime import make_deterministic
 
 Progress = Callable[[str, int], Callable[[int], None]]  # (label, total) -> advance(n)
 
@@ -75,6 +78,13 @@ class SweepResult:
     seconds: dict[str, float] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)
 
+    def extend(self, other: SweepResult) -> None:
+        """Append another part (e.g. the next bidder's markets) in order."""
+        self.worlds += other.worlds
+        self.trajectories.update(other.trajectories)
+        self.seconds.update(other.seconds)
+        self.rounds.update(other.rounds)
+
 
 def explore_at(params: MarketParams, round_index: int, total: int) -> float:
     lp = params.learning
@@ -113,6 +123,68 @@ def _market_seed(params: MarketParams, domain: str, bidder: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# both domains, each (domain, bidder) market a job
+
+
+Part = tuple[str, str]  # (domain, bidder): one `Market`, seeded by these two alone
+
+
+def market_parts(params: MarketParams, answers: bool) -> list[tuple[str, str, list[str]]]:
+    """(domain, bidder, protocols) of every market in the order a pool takes them: the chain markets
+    first (the larger ones), then the answers markets with the last bidder first (`truthful` runs
+    under every protocol; the smaller shading-bidder markets fill the gaps at the end)."""
+    bidders = bidder_protocols(params)
+    parts = [("chain", b, p) for b, p in bidders.items()] if params.chain.enabled else []
+    if answers:
+        parts += [("answers", b, p) for b, p in reversed(bidders.items())]
+    return parts
+
+
+def run_part(params: MarketParams, domain: str, bidder: str, protocols: list[str], matrices: dict[str, SplitMatrix] | None,
+             n_buckets: int, solvers: list[str], verifier: Verifier | None, progress: Progress = no_progress) -> SweepResult:
+    """One (domain, bidder) market; a pool worker's job (top level, so a spawned process can run it)."""
+    if domain == "chain":
+        return run_chain_bidder(params, bidder, protocols, progress)
+    return run_answers_bidder(params, matrices, n_buckets, solvers, verifier, bidder, protocols, progress)
+
+
+def run_markets(
+    params: MarketParams,
+    matrices: dict[str, SplitMatrix] | None,
+    n_buckets: int,
+    solvers: list[str],
+    verifier: Verifier | None,
+    workers: int,
+    on_part: Callable[[SweepResult], None] | None = None,
+    progress: Progress = no_progress,
+) -> tuple[SweepResult, SweepResult]:
+    """Both domains (answers only with `matrices`), every (domain, bidder) market in a pool of
+    `workers` spawned processes. Each market is seeded by its domain and bidder alone (its network
+    init, task draws and shading noise) and batched exactly as in `run_chain` / `run_answers`, so the
+    pool changes the wall time, never a figure: the results are put back in their sequential order.
+    `on_part` sees each market's result in this process as it arrives (e.g. to log it while the
+    others still run)."""
+    parts = market_parts(params, matrices is not None)
+    done: dict[Part, SweepResult] = {}
+    advance = progress("markets", len(parts))
+    with ProcessPoolExecutor(min(workers, len(parts)), mp_context=mp.get_context("spawn"), initializer=make_deterministic) as pool:
+        futures = {pool.submit(run_part, params, domain, bidder, protocols, matrices if domain == "answers" else None,
+                               n_buckets, solvers, verifier): (domain, bidder) for domain, bidder, protocols in parts}
+        for future in as_completed(futures):
+            part = future.result()
+            done[futures[future]] = part
+            if on_part is not None:
+                on_part(part)
+            advance(1)
+    chain, answers = SweepResult([], {}), SweepResult([], {})
+    for bidder in bidder_protocols(params):  # the sequential order: bidder by bidder, chain then answers
+        for domain, out in (("chain", chain), ("answers", answers)):
+            if (domain, bidder) in done:
+                out.extend(done[(domain, bidder)])
+    return chain, answers
+
+
+# ---------------------------------------------------------------------------------------------
 # domain 1
 
 
@@ -137,46 +209,59 @@ def chain_cells(params: MarketParams, bidder: str, protocols: list[str], seeds: 
     return cells
 
 
+def bidder_protocols(params: MarketParams) -> dict[str, list[str]]:
+    """Each bidder's protocols, in the order its markets run: one `Market` per (domain, bidder)."""
+    cells = market_cells(list(params.protocols), list(params.bidders))
+    return {bidder: [p for p, b in cells if b == bidder] for bidder in dict.fromkeys(b for _, b in cells)}
+
+
 def run_chain(params: MarketParams, progress: Progress = no_progress, record_every: int | None = None) -> SweepResult:
+    out = SweepResult([], {})
+    for bidder, protocols in bidder_protocols(params).items():
+        out.extend(run_chain_bidder(params, bidder, protocols, progress, record_every))
+    return out
+
+
+def run_chain_bidder(params: MarketParams, bidder: str, protocols: list[str], progress: Progress = no_progress,
+                     record_every: int | None = None) -> SweepResult:
+    """One bidder's chain markets (every protocol, density, seed, and its spread / other-reading
+    cells), batched in one `Market` seeded by the bidder alone: independent of every other bidder."""
     device = _torch_setup(params)
     cp = params.chain
     seeds = [params.seed + i for i in range(params.seeds)]
-    cells = market_cells(list(params.protocols), list(params.bidders))
     out = SweepResult([], {})
     every = params.trajectories.train_every if record_every is None else record_every
-    for bidder in dict.fromkeys(b for _, b in cells):
-        protocols = [p for p, b in cells if b == bidder]
-        t0 = time.perf_counter()
-        domain = ChainDomain(cp, protocols, seeds, device, cells=chain_cells(params, bidder, protocols, seeds))
-        market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "chain", bidder))
-        recorder = AuctionRecorder(every, keep=np.array([c.group == "main" for c in domain.cells]))
-        history = []
-        advance = progress(f"chain {bidder}", cp.rounds)
-        for r in range(cp.rounds):
-            log = market.play(r, cp.tasks_per_round, explore_at(params, r, cp.rounds), params.learning.probe_rate)
-            market.learn(log)
-            history.append({k: v.detach().clone() for k, v in log.stats.items()})
-            recorder.add(log, r, r * cp.tasks_per_round, "train", _task_labels, force=r >= cp.rounds - cp.final_rounds)
-            advance(1)
-        window = _sum_stats(history[cp.rounds - cp.final_rounds :])
-        curves = _curves(history)
-        alive = market.alive.cpu().numpy()
-        exists = domain.exists.cpu().numpy()
-        planner = domain.centralised_route_cost().mean(1).cpu().numpy()  # [W] over the task pool
-        for w, cell in enumerate(domain.cells):
-            res = WorldResult(
-                "chain", cell.protocol, bidder, cell.seed, density=cell.density, reward_usd=cp.terminal_reward,
-                cost_spread=cell.cost_spread, reading=cell.reading if bidder in BELIEF_BIDDERS else None, group=cell.group,
-                centralised_cost=float(planner[w]),
-            )
-            res.final = _chain_final(window, w, domain)
-            res.curves = {k: v[:, w] for k, v in curves.items()}
-            res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if exists[w, a] and not alive[w, a]]
-            out.worlds.append(res)
-        for w, frame in recorder.frames(domain.agent_names, domain.languages).items():  # main cells only
-            out.trajectories[(f"chain-{domain.cells[w].protocol}-{bidder}-N{domain.cells[w].density}", domain.cells[w].seed)] = frame
-        out.seconds[f"chain/{bidder}"] = time.perf_counter() - t0
-        out.rounds[f"chain/{bidder}"] = cp.rounds
+    t0 = time.perf_counter()
+    domain = ChainDomain(cp, protocols, seeds, device, cells=chain_cells(params, bidder, protocols, seeds))
+    market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "chain", bidder))
+    recorder = AuctionRecorder(every, keep=np.array([c.group == "main" for c in domain.cells]))
+    history = []
+    advance = progress(f"chain {bidder}", cp.rounds)
+    for r in range(cp.rounds):
+        log = market.play(r, cp.tasks_per_round, explore_at(params, r, cp.rounds), params.learning.probe_rate)
+        market.learn(log)
+        history.append({k: v.detach().clone() for k, v in log.stats.items()})
+        recorder.add(log, r, r * cp.tasks_per_round, "train", _task_labels, force=r >= cp.rounds - cp.final_rounds)
+        advance(1)
+    window = _sum_stats(history[cp.rounds - cp.final_rounds :])
+    curves = _curves(history)
+    alive = market.alive.cpu().numpy()
+    exists = domain.exists.cpu().numpy()
+    planner = domain.centralised_route_cost().mean(1).cpu().numpy()  # [W] over the task pool
+    for w, cell in enumerate(domain.cells):
+        res = WorldResult(
+            "chain", cell.protocol, bidder, cell.seed, density=cell.density, reward_usd=cp.terminal_reward,
+            cost_spread=cell.cost_spread, reading=cell.reading if bidder in BELIEF_BIDDERS else None, group=cell.group,
+            centralised_cost=float(planner[w]),
+        )
+        res.final = _chain_final(window, w, domain)
+        res.curves = {k: v[:, w] for k, v in curves.items()}
+        res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if exists[w, a] and not alive[w, a]]
+        out.worlds.append(res)
+    for w, frame in recorder.frames(domain.agent_names, domain.languages).items():  # main cells only
+        out.trajectories[(f"chain-{domain.cells[w].protocol}-{bidder}-N{domain.cells[w].density}", domain.cells[w].seed)] = frame
+    out.seconds[f"chain/{bidder}"] = time.perf_counter() - t0
+    out.rounds[f"chain/{bidder}"] = cp.rounds
     return out
 
 
@@ -221,60 +306,76 @@ def run_answers(
     record_every: int | None = None,
 ) -> SweepResult:
     """`verifier` decides whether an answer is accepted (the shared `evaluation.verifier`)."""
+    out = SweepResult([], {})
+    for bidder, protocols in bidder_protocols(params).items():
+        out.extend(run_answers_bidder(params, matrices, n_buckets, solvers, verifier, bidder, protocols, progress, record_every))
+    return out
+
+
+def run_answers_bidder(
+    params: MarketParams,
+    matrices: dict[str, SplitMatrix],
+    n_buckets: int,
+    solvers: list[str],
+    verifier: Verifier,
+    bidder: str,
+    protocols: list[str],
+    progress: Progress = no_progress,
+    record_every: int | None = None,
+) -> SweepResult:
+    """One bidder's answers markets (every protocol, reward multiple, seed) in one `Market` seeded by
+    the bidder alone: independent of every other bidder."""
     device = _torch_setup(params)
     ap = params.answers
     seeds = [params.seed + i for i in range(params.seeds)]
-    cells = market_cells(list(params.protocols), list(params.bidders))
     out = SweepResult([], {})
     every = params.trajectories.train_every if record_every is None else record_every
     K = ap.items_per_round
-    for bidder in dict.fromkeys(b for _, b in cells):
-        protocols = [p for p, b in cells if b == bidder]
-        t0 = time.perf_counter()
-        domain = AnswersDomain(matrices, n_buckets, solvers, ap, protocols, seeds, verifier, device)
-        market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "answers", bidder))
-        recorder = AuctionRecorder(every)
-        n_train = len(matrices["train"].item_ids)
-        per_epoch = math.ceil(n_train / K)
-        total = per_epoch * ap.epochs
-        history = []
-        advance = progress(f"answers {bidder}", total)
-        r = 0
-        for epoch in range(ap.epochs):
-            domain.begin("train", epoch)
-            for i in range(per_epoch):
-                n = min(K, n_train - i * K)
-                log = market.play(r, n, explore_at(params, r, total), params.learning.probe_rate)
-                market.learn(log)
-                history.append({k: v.detach().clone() for k, v in log.stats.items()})
-                recorder.add(log, r, epoch * n_train + i * K, "train", domain.item_ids)
-                r += 1
-                advance(1)
-        n_test = domain.begin("test", 0)
-        test_history, test_items = [], []
-        for i in range(math.ceil(n_test / K)):
-            log = market.play(total + i, min(K, n_test - i * K), 0.0, 0.0)
-            test_history.append(log.stats)
-            test_items.append((log.steps[0].item.cpu().numpy(), log.success.cpu().numpy(), log.route_cost.cpu().numpy()))
-            recorder.add(log, total + i, i * K, "test", domain.item_ids, force=True)
-        item, success, cost = (np.concatenate([t[j] for t in test_items], axis=1) for j in range(3))  # [W, n_test]
-        window = _sum_stats(test_history)
-        curves = _curves(history)
-        alive = market.alive.cpu().numpy()
-        for w, cell in enumerate(domain.cells):
-            res = WorldResult("answers", cell.protocol, bidder, cell.seed, multiple=cell.multiple, reward_usd=float(domain.reward[w]))
-            res.final = _answers_final(window, w, domain)
-            res.curves = {k: v[:, w] for k, v in curves.items()}
-            res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if not alive[w, a]]
-            res.verifier = domain.verifier_name
-            res.items = {"item_id": domain.item_ids(item[w]), "correct": success[w], "cost": cost[w].astype(np.float64)}
-            out.worlds.append(res)
-        places = [f"solve{j + 1}" for j in range(domain.n_places)]
-        for w, frame in recorder.frames(domain.agent_names, places).items():
-            cell = domain.cells[w]
-            out.trajectories[(f"{cell.protocol}-{bidder}@{operating_point(cell.multiple)}", cell.seed)] = frame
-        out.seconds[f"answers/{bidder}"] = time.perf_counter() - t0
-        out.rounds[f"answers/{bidder}"] = total
+    t0 = time.perf_counter()
+    domain = AnswersDomain(matrices, n_buckets, solvers, ap, protocols, seeds, verifier, device)
+    market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "answers", bidder))
+    recorder = AuctionRecorder(every)
+    n_train = len(matrices["train"].item_ids)
+    per_epoch = math.ceil(n_train / K)
+    total = per_epoch * ap.epochs
+    history = []
+    advance = progress(f"answers {bidder}", total)
+    r = 0
+    for epoch in range(ap.epochs):
+        domain.begin("train", epoch)
+        for i in range(per_epoch):
+            n = min(K, n_train - i * K)
+            log = market.play(r, n, explore_at(params, r, total), params.learning.probe_rate)
+            market.learn(log)
+            history.append({k: v.detach().clone() for k, v in log.stats.items()})
+            recorder.add(log, r, epoch * n_train + i * K, "train", domain.item_ids)
+            r += 1
+            advance(1)
+    n_test = domain.begin("test", 0)
+    test_history, test_items = [], []
+    for i in range(math.ceil(n_test / K)):
+        log = market.play(total + i, min(K, n_test - i * K), 0.0, 0.0)
+        test_history.append(log.stats)
+        test_items.append((log.steps[0].item.cpu().numpy(), log.success.cpu().numpy(), log.route_cost.cpu().numpy()))
+        recorder.add(log, total + i, i * K, "test", domain.item_ids, force=True)
+    item, success, cost = (np.concatenate([t[j] for t in test_items], axis=1) for j in range(3))  # [W, n_test]
+    window = _sum_stats(test_history)
+    curves = _curves(history)
+    alive = market.alive.cpu().numpy()
+    for w, cell in enumerate(domain.cells):
+        res = WorldResult("answers", cell.protocol, bidder, cell.seed, multiple=cell.multiple, reward_usd=float(domain.reward[w]))
+        res.final = _answers_final(window, w, domain)
+        res.curves = {k: v[:, w] for k, v in curves.items()}
+        res.bankrupt_agents = [domain.agent_names[a] for a in range(domain.n_agents) if not alive[w, a]]
+        res.verifier = domain.verifier_name
+        res.items = {"item_id": domain.item_ids(item[w]), "correct": success[w], "cost": cost[w].astype(np.float64)}
+        out.worlds.append(res)
+    places = [f"solve{j + 1}" for j in range(domain.n_places)]
+    for w, frame in recorder.frames(domain.agent_names, places).items():
+        cell = domain.cells[w]
+        out.trajectories[(f"{cell.protocol}-{bidder}@{operating_point(cell.multiple)}", cell.seed)] = frame
+    out.seconds[f"answers/{bidder}"] = time.perf_counter() - t0
+    out.rounds[f"answers/{bidder}"] = total
     return out
 
 
