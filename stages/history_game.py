@@ -2,12 +2,11 @@
 (History Matters §2.3, App. B) and independent Q-learning on the alternating help game without and
 with virtual money transfer (§2.4, §3.3), 20 seeds batched."""
 
-import multiprocessing as mp
 import time
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 
 from delegation_lab.games.report import solution_json
+from delegation_lab.parallel import spawn_pool
 from delegation_lab.games.study import (
     CONDITIONS,
     METHOD,
@@ -59,8 +58,7 @@ def history_game(ctx: StageContext) -> None:
     with ExitStack() as stack:
         pool = None
         if params.workers > 1 and len(conditions) > 1:
-            pool = stack.enter_context(ProcessPoolExecutor(min(params.workers - 1, len(conditions) - 1),
-                                                           mp_context=mp.get_context("spawn")))
+            pool = stack.enter_context(spawn_pool(min(params.workers - 1, len(conditions) - 1), deterministic=False))
         elsewhere = {c: pool.submit(train_blocks, envs[c], params, blocks_for(params, CONDITIONS[c])) for c in conditions[1:]} if pool else {}
         for condition in conditions:
             blocks = blocks_for(params, CONDITIONS[condition])  # the reported learner, the gamma sweep, history-aware learners

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -29,6 +29,7 @@ from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.parallel import spawn_pool
 from delegation_lab.tables import Layout
 from delegation_lab.torch_runtime import deterministic_torch, resolve_device
 
@@ -439,9 +440,7 @@ class CoordinatorStudy:
         if self.p.workers < 2 or not later:
             yield {}
             return
-        import multiprocessing as mp
-
-        with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        with spawn_pool(1, deterministic=False) as pool:
             apart = {}
             for study in later:
                 train, lane_inputs, _, _ = self.dqn_batch(study, groups[study])

@@ -8,10 +8,9 @@ have their own streams), so the methods differ only by their rewards and advanta
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +20,8 @@ from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, ev
 from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train_methods
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.evaluation.statistics import mean_and_std
-from delegation_lab.torch_runtime import make_deterministic, resolve_device, torch_threads
+from delegation_lab.parallel import spawn_pool
+from delegation_lab.torch_runtime import resolve_device, torch_threads
 
 POOL_STREAM = 0
 
@@ -120,7 +120,7 @@ def run_study(params: CreditParams, progress: bool = False, log: Callable[[str],
                 for outcome in train_group(group, params, train_pool, ev, seeds, device, progress):
                     arrived(outcome)
     else:
-        with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn"), initializer=make_deterministic) as pool:
+        with spawn_pool(len(jobs)) as pool:
             futures = [pool.submit(train_job, job, params, train_pool, ev, seeds, str(device)) for job in jobs]
             for future in as_completed(futures):
                 for outcome in future.result():

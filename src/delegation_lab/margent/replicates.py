@@ -9,9 +9,7 @@ Sensitivity: each setting of `sensitivity.variants` at the stage's own seed.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from delegation_lab.evaluation.statistics import seed_interval
 from delegation_lab.margent import study
 from delegation_lab.margent.params import MargentParams, SimulatorParams, rho_label
 from delegation_lab.margent.simulator import SimulatedTeam
-from delegation_lab.torch_runtime import make_deterministic
+from delegation_lab.parallel import spawn_pool
 
 TABLE3 = ("candidate_accuracy", "accuracy", "gain_pp", "calls")
 
@@ -54,7 +52,7 @@ def run_all(params: Params, variants: list[MargentParams], pools: study.Pools) -
     workers = min(params.margent.eval.replicate_workers, len(variants))
     if workers <= 1:
         return [run_once(params, v, pools) for v in variants]
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=make_deterministic) as pool:
+    with spawn_pool(workers) as pool:
         return list(pool.map(run_once, [params] * len(variants), variants, [pools] * len(variants)))
 
 

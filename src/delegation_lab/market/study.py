@@ -12,10 +12,9 @@ Both return one `WorldResult` per market (cell x seed) and the auction rows for 
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,8 +25,8 @@ from delegation_lab.market.answers import AnswersDomain, SplitMatrix
 from delegation_lab.market.chain import ChainCell, ChainDomain, density_cells
 from delegation_lab.market.engine import Market
 from delegation_lab.market.params import BELIEF_BIDDERS, MarketParams, market_cells
+from delegation_lab.parallel import spawn_pool
 from delegation_lab.market.trajectories import AuctionRecorder
-from delegation_lab.torch_runtime import make_deterministic
 
 Progress = Callable[[str, int], Callable[[int], None]]  # (label, total) -> advance(n)
 
@@ -167,7 +166,7 @@ def run_markets(
     parts = market_parts(params, matrices is not None)
     done: dict[Part, SweepResult] = {}
     advance = progress("markets", len(parts))
-    with ProcessPoolExecutor(min(workers, len(parts)), mp_context=mp.get_context("spawn"), initializer=make_deterministic) as pool:
+    with spawn_pool(min(workers, len(parts))) as pool:
         futures = {pool.submit(run_part, params, domain, bidder, protocols, matrices if domain == "answers" else None,
                                n_buckets, solvers, verifier): (domain, bidder) for domain, bidder, protocols in parts}
         for future in as_completed(futures):

@@ -5,10 +5,11 @@ the figures are the same either way (tests/test_redref_jobs.py)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
+
+from delegation_lab.parallel import spawn_pool
 
 
 class Jobs:
@@ -20,7 +21,7 @@ class Jobs:
 
     def __enter__(self) -> Jobs:
         if self.workers > 1:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = spawn_pool(self.workers, deterministic=False)
         return self
 
     def __exit__(self, *exc: object) -> None:
