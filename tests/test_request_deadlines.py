@@ -59,7 +59,8 @@ def test_a_stuck_item_does_not_hold_up_the_journal_or_later_batches(server, tmp_
         # the five others, from all three batches of 2, are on disk while the first is still stuck
         assert on_disk.height == 5 and on_disk["error"].null_count() == 5
         assert filler.is_alive() and server.done_calls and 1 not in server.done_calls
-        stuck = requests[0].item.item_id  # concurrency gates in order: call 1 is the first request
+        # the held call is whichever request reached the server first (two threads race for it)
+        stuck = next(r.item.item_id for r in requests if r.messages[-1]["content"] == server.prompts[0])
         assert stuck not in on_disk["item_id"].to_list()
     finally:
         server.hold.set()
