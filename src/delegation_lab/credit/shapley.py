@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
-from scipy.stats import norm
 
 from delegation_lab.errors import InputError
 
@@ -157,6 +156,8 @@ def shapley(game: CoalitionGame, estimator: Estimator = "auto", samples: int | N
     evaluated = 0
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
+    from scipy.stats import norm  # here, not at the top: the params import chain stays light (every stage loads it)
+
     z = float(norm.ppf(0.5 + confidence / 2))
     for n in np.unique(counts[chosen]):
         n = int(n)
