@@ -114,6 +114,12 @@ def coordinator(ctx: StageContext) -> None:
         "dqn_batch_seconds": study.batch_seconds,  # the training loops (delegation's in a second process)
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }
+    # The same split in metrics/timings/coordinator.json, where `dlab report --timings` reads it.
+    ctx.phases.update({
+        "train_and_evaluate": round(t_trained - t_start, 3), "mlflow_wait": round(t_logged - t_trained, 3),
+        "trajectories": round(t_written - t_logged, 3), "plots": round(time.perf_counter() - t_written, 3),
+        **{f"dqn_batch_{env}": seconds for env, seconds in study.batch_seconds.items()},
+    })
     write_json_atomic(metrics, ctx.layout.metrics(STUDY))
     _report(metrics)
 

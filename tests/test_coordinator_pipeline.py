@@ -49,6 +49,10 @@ def test_smoke_repro_writes_every_output(smoke):
         assert set(metrics[env_study]["dqn_map"]["vs_best_fixed_order"]) >= {"return_difference", "return_difference_ci",
                                                                             "return_p_value"}
     assert metrics["verifier"]["kind"] == "judge" and metrics["verifier"]["name"].startswith("judge(")
+    timings = json.loads((project / "metrics" / "timings" / "coordinator.json").read_text())
+    assert {"train_and_evaluate", "mlflow_wait", "trajectories", "plots", "dqn_batch_management",
+            "dqn_batch_delegation"} <= set(timings["phases"])
+    assert timings["phases"]["train_and_evaluate"] <= timings["seconds"]
 
     summaries = pl.read_parquet(project / "results" / "summaries" / "coordinator.parquet")
     assert list(summaries.columns) == list(SUMMARY_SCHEMA)
