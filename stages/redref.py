@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.embeddings import adopt_embed_table
 from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.redref import experiments as ex
@@ -97,7 +98,7 @@ def redref(ctx: StageContext) -> None:
     layout = ctx.layout
     phases = Phases()
     # -- inputs first: a bad cache or solver name fails before any work ---------------------------
-    cached_inputs = verifier = None
+    cached_inputs = verifier = items = None
     if params.cached.enabled:
         labeled = read_labeled_answers(layout)
         labels = read_table(layout.labels, "labels")
@@ -107,6 +108,10 @@ def redref(ctx: StageContext) -> None:
     embedder = load_embedder(params.embedding, params.hashing_dim)
     if not isinstance(embedder, HashingEmbedder):  # model embeddings are cached across runs (data/redref/)
         embedder = EmbeddingCache(embedder, layout.root / "data" / "redref")
+        if items is not None:  # the `embed` stage encoded these questions with this model already
+            adopted = adopt_embed_table(embedder, layout.root, items)
+            if adopted:
+                print(f"redref: {adopted} question embeddings taken from data/embeddings (the embed stage's)")
     world = ex.build_world(params, embedder)
     phases.done("embed the task pool")
     rng = np.random.default_rng([params.seed, 1])

@@ -86,3 +86,44 @@ def test_embed_stage_writes_one_table_keyed_by_item_id(tmp_path, monkeypatch, em
     by_id = dict(zip(table["item_id"], vectors, strict=True))
     assert np.array_equal(by_id["train3"], by_id["test3"]) and not np.array_equal(by_id["train3"], by_id["train2"])
     assert table.filter(pl.col("item_id") == "train4")["n_digits"][0] == 2 and table.filter(pl.col("item_id") == "train4")["difficulty"][0] == 2
+
+
+class CountingEmbedder:
+    """A model stand-in that records every text it was asked to encode."""
+
+    name, dim = "all-MiniLM-L6-v2", 4
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.seen += texts
+        return np.full((len(texts), self.dim), 9.0)
+
+
+def _embed_table(root, embedder: str, rows: dict[str, list[float]]) -> None:
+    frame = pl.DataFrame({"item_id": list(rows), "vector": list(rows.values()), "embedder": [embedder] * len(rows)},
+                         schema_overrides={"vector": pl.List(pl.Float32)})
+    write_parquet_atomic(frame, root / "data" / "embeddings" / "table.parquet")
+
+
+def test_redref_adopts_the_embed_stages_vectors_instead_of_encoding_again(tmp_path):
+    items = pl.DataFrame({"item_id": ["a", "b", "c"], "question": ["q a", "q b", "q c"]})
+    _embed_table(tmp_path, "all-MiniLM-L6-v2", {"a": [1, 0, 0, 0], "b": [0, 1, 0, 0]})
+    base = CountingEmbedder()
+    cache = embeddings.EmbeddingCache(base, tmp_path / "data" / "redref")
+    cache.rows[cache.key("q b")] = np.array([0, 0, 7, 0], dtype=np.float32)  # already cached: it wins
+    assert embeddings.adopt_embed_table(cache, tmp_path, items) == 1
+    got = cache.encode(["q a", "q b", "q c"])
+    assert base.seen == ["q c"]  # only the item the embed stage did not encode
+    assert got[:2].tolist() == [[1, 0, 0, 0], [0, 0, 7, 0]]
+    again = embeddings.EmbeddingCache(CountingEmbedder(), tmp_path / "data" / "redref")
+    assert again.encode(["q a"]).tolist() == [[1, 0, 0, 0]] and not again.base.seen  # adopted rows were saved
+
+
+def test_another_models_table_or_none_is_not_adopted(tmp_path):
+    items = pl.DataFrame({"item_id": ["a"], "question": ["q a"]})
+    cache = embeddings.EmbeddingCache(CountingEmbedder(), tmp_path / "cache")
+    assert embeddings.adopt_embed_table(cache, tmp_path, items) == 0  # no embed stage output
+    _embed_table(tmp_path, "hashing-384", {"a": [1, 0, 0, 0]})
+    assert embeddings.adopt_embed_table(cache, tmp_path, items) == 0 and not cache.rows

@@ -162,12 +162,53 @@ class EmbeddingCache:
             return np.zeros((0, self.dim))
         return np.stack([self.rows[k] for k in keys]).astype(float)
 
+    def adopt(self, texts: list[str], vectors: np.ndarray) -> int:
+        """Take vectors this model already computed elsewhere (the `embed` stage's table), so these
+        texts are never encoded again; vectors already in the cache win. Returns how many were new."""
+        new = 0
+        for t, v in zip(texts, vectors, strict=True):
+            k = self.key(t)
+            if k not in self.rows:
+                self.rows[k] = np.asarray(v, dtype=np.float32)
+                new += 1
+        if new:
+            self.save()
+        return new
+
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.stem + ".tmp.npz")
         keys = sorted(self.rows)
         np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.rows[k] for k in keys]).astype(np.float32))
         os.replace(tmp, self.path)
+
+
+def read_embeddings(root: Path) -> Any:
+    """The `embed` stage's table (data/embeddings/<embedder>.parquet: item_id, vector, embedder, text
+    features); an error naming the folder unless exactly one is there."""
+    import polars as pl
+
+    folder = Path(root) / "data" / "embeddings"
+    files = sorted(folder.glob("*.parquet"))
+    if len(files) != 1:
+        raise InputError(f"{folder}: expected one embeddings table (the `embed` stage's), found {len(files)}; run `dvc repro embed`")
+    return pl.read_parquet(files[0])
+
+
+def adopt_embed_table(cache: EmbeddingCache, root: Path, items: Any) -> int:
+    """Seed `cache` with the `embed` stage's vectors of `items` (item_id, question) when that stage
+    ran the same model; 0 when it did not, or has not run. Returns how many vectors were adopted."""
+    import polars as pl
+
+    try:
+        table = read_embeddings(root)
+    except InputError:
+        return 0
+    table = table.filter(pl.col("embedder") == cache.name).select("item_id", "vector")
+    joined = items.select("item_id", "question").unique("item_id").join(table, on="item_id", how="inner")
+    if joined.is_empty():
+        return 0
+    return cache.adopt(joined["question"].to_list(), np.asarray(joined["vector"].to_list(), dtype=np.float32))
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from delegation_lab.embeddings import read_embeddings
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import Verifier, uniforms
 from delegation_lab.routers import ROUTERS, Inputs, Outcome, Router, build_router
@@ -46,17 +47,9 @@ def carve_dev(item_ids: np.ndarray, split: np.ndarray, fraction: float, seed: in
     return np.where((split == "train") & (u < fraction), "dev", split)
 
 
-def read_embeddings(layout: Layout) -> pl.DataFrame:
-    folder = layout.root / "data" / "embeddings"
-    files = sorted(folder.glob("*.parquet"))
-    if len(files) != 1:
-        raise InputError(f"{folder}: expected one embeddings table (the `embed` stage's), found {len(files)}; run `dvc repro embed`")
-    return pl.read_parquet(files[0])
-
-
 def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams) -> RoutingData:
     """Train and test items with every solver's label and cost, joined to their embeddings."""
-    emb = read_embeddings(layout)
+    emb = read_embeddings(layout.root)
     labeled = read_labeled_answers(layout).filter(pl.col("split").is_in(["train", "test"]))
     missing = sorted(set(solvers) - set(labeled["solver"].unique().to_list()))
     if missing:
