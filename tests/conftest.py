@@ -79,6 +79,18 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
 
 
+@pytest.fixture(scope="session")
+def replayed_dag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The whole smoke DAG run once on a replayed folder (tests/test_replay_any_dataset.py's
+    project) and its `dvc repro` output, shared by the tests that only read its results (the
+    DAG takes about two minutes)."""
+    from tests.test_replay_any_dataset import replay_project
+
+    project = replay_project(tmp_path_factory.mktemp("replayed_dag") / "p")
+    run([str(BIN / "dlab"), "params", "check"], project)
+    return project, run([str(BIN / "dvc"), "repro"], project, timeout=2400).stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # `@pytest.mark.native`: the test runs in a fresh child pytest, so a segfault (or abort) in native
 # code fails that one test, naming the signal and the CPU's SIMD flags, instead of ending the run.

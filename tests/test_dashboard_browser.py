@@ -294,19 +294,8 @@ def test_every_view_renders_on_the_default_results() -> None:
     assert any(name.startswith("frontier:") for name in timings)
 
 
-def test_every_view_renders_on_a_replay_dataset_smoke_run(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The whole smoke DAG on a replayed folder (tests/test_replay_any_dataset.py's setup), then every
-    view of its results. DLAB_REPLAY_PROJECT names a project already built that way (saves the DAG)."""
-    built = os.environ.get("DLAB_REPLAY_PROJECT")
-    root = Path(built) if built else build_replay_project(tmp_path_factory.mktemp("replay") / "p")
-    timings = visit_every_view(root, "replay")
+def test_every_view_renders_on_a_replay_dataset_smoke_run(replayed_dag: tuple[Path, str]) -> None:
+    """The whole smoke DAG on a replayed folder (the session's `replayed_dag`, which
+    tests/test_replay_any_dataset.py checks), then every view of its results."""
+    timings = visit_every_view(replayed_dag[0], "replay")
     assert any(name.startswith("frontier:") for name in timings)
-
-
-def build_replay_project(dest: Path) -> Path:
-    from tests.conftest import BIN, run
-    from tests.test_replay_any_dataset import replay_project
-
-    project = replay_project(dest)
-    run([str(BIN / "dvc"), "repro"], project, timeout=2400)
-    return project

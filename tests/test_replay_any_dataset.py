@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pathlib import Path
 
-from .conftest import BIN, REPO, make_project, run
+from .conftest import REPO, make_project
 
 MODELS = {"A": "org/strong-model", "B": "org/medium-model", "C": "org/weak-model"}
 SUBJECTS = {"mmlu_algebra": 500, "mmlu_anatomy": 400, "mmlu_law": 400}  # 1300 = the smoke profile's 200 + 800 + 300
@@ -50,10 +50,8 @@ def replay_project(dest: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_full_dag_on_a_replayed_folder(tmp_path):
-    project = replay_project(tmp_path / "p")
-    run([str(BIN / "dlab"), "params", "check"], project)
-    out = run([str(BIN / "dvc"), "repro"], project, timeout=2400).stdout
+def test_full_dag_on_a_replayed_folder(replayed_dag):
+    project, out = replayed_dag
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {f"solve@{s}" for s in MODELS} | (set(stages) - {"solve"})
 

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.ability import domain_codes
-from delegation_lab.config import Gsm8kParams, ReplayDatasetParams
+from delegation_lab.config import ReplayDatasetParams
 from delegation_lab.data.items import Item, make_item_id
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.replay import load_cache, normalise_question
