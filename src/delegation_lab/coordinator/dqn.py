@@ -176,6 +176,36 @@ class LaneUniforms:
         return row
 
 
+class ReplayBuffer:
+    """Every lane's replay buffer in one float32 array [L, cap, 2 x obs_dim + 3]: a transition's
+    observation, next observation, action, reward and done flag lie side by side, so a sample reads
+    one or two cache lines instead of five scattered ones (at 40-60 lanes x 80k slots the buffers
+    are hundreds of MB; separate arrays made the replay gather a fifth of a delegation update).
+    Actions are stored as float32, exact for any index below 2**24."""
+
+    def __init__(self, lanes: int, cap: int, obs_dim: int):
+        self.cap, self.D = cap, obs_dim
+        self.data = np.zeros((lanes, cap, 2 * obs_dim + 3), dtype=np.float32)
+        self._flat = self.data.reshape(lanes * cap, -1)
+
+    def add(self, slot: int, obs: np.ndarray, next_obs: np.ndarray, actions: np.ndarray, reward: np.ndarray,
+            done: np.ndarray) -> None:
+        D, row = self.D, self.data[:, slot]
+        row[:, :D] = obs
+        row[:, D : 2 * D] = next_obs
+        row[:, 2 * D] = actions
+        row[:, 2 * D + 1] = reward
+        row[:, 2 * D + 2] = done
+
+    def sample(self, lanes: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(obs, next_obs, actions int64, reward, done), each [len(lanes), B], of slots `idx` [len(lanes), B]."""
+        D = self.D
+        x = np.take(self._flat, (lanes[:, None] * self.cap + idx).ravel(), axis=0).reshape(*idx.shape, -1)
+        return (np.ascontiguousarray(x[:, :, :D]), np.ascontiguousarray(x[:, :, D : 2 * D]),
+                x[:, :, 2 * D].astype(np.int64), np.ascontiguousarray(x[:, :, 2 * D + 1]),
+                np.ascontiguousarray(x[:, :, 2 * D + 2]))
+
+
 class GreedyPolicy:
     """A trained ensemble's frozen weights: greedy actions for a batch of lanes (lane l, network l)."""
 
@@ -253,11 +283,7 @@ def train_batched(
     explore = LaneUniforms([lane_rng(s, EXPLORE_STREAM) for s in seeds], 2)
     replay_u = LaneUniforms([lane_rng(s, REPLAY_STREAM) for s in seeds], p.batch_size)
     cap = min(p.buffer_size, env.episodes * env.P * env.K)
-    buf_obs = np.zeros((L, cap, D), dtype=np.float32)
-    buf_next = np.zeros((L, cap, D), dtype=np.float32)
-    buf_act = np.zeros((L, cap), dtype=np.int64)
-    buf_rew = np.zeros((L, cap), dtype=np.float32)
-    buf_done = np.zeros((L, cap), dtype=np.float32)
+    replay = ReplayBuffer(L, cap, D)
     final: list[list[tuple[torch.Tensor, torch.Tensor]] | None] = [None] * L
     eps_log = np.zeros((L, env.episodes), dtype=np.float32)
     updates = 0
@@ -280,12 +306,7 @@ def train_batched(
         was_active = env.active.copy()
         episode_before = env.episode.copy()
         next_obs, reward, done, terminal_obs, stepped = env.step(actions, epsilon=eps)
-        slot = t % cap
-        buf_obs[:, slot] = obs
-        buf_next[:, slot] = terminal_obs
-        buf_act[:, slot] = actions
-        buf_rew[:, slot] = reward
-        buf_done[:, slot] = done
+        replay.add(t % cap, obs, terminal_obs, actions, reward, done)
         ended = np.flatnonzero(done)
         if len(ended):
             eps_log[ended, episode_before[ended]] = eps
@@ -294,12 +315,7 @@ def train_batched(
         if t > p.learning_starts and t % p.train_frequency == 0:
             filled = min(t, cap)
             idx = np.minimum((replay_u.next() * filled).astype(np.int64), filled - 1)[live]  # every lane draws
-            rows = live[:, None]
-            o = torch.from_numpy(buf_obs[rows, idx]).to(device)
-            o2 = torch.from_numpy(buf_next[rows, idx]).to(device)
-            a = torch.from_numpy(buf_act[rows, idx]).to(device)
-            r = torch.from_numpy(buf_rew[rows, idx]).to(device)
-            d = torch.from_numpy(buf_done[rows, idx]).to(device)
+            o, o2, a, r, d = (torch.from_numpy(x).to(device) for x in replay.sample(live, idx))
             with torch.no_grad():
                 y = r + p.gamma * net.forward(target, o2).max(dim=2).values * (1.0 - d)
             q_sa = net.forward_taken(net.params, o, a)
