@@ -72,6 +72,7 @@ class StepRecord:
     fields: dict[str, list[np.ndarray]] = field(default_factory=dict)
     _buf: dict[str, np.ndarray] = field(default_factory=dict)
     _row: int = 0
+    _by_lane: dict[str, np.ndarray] | None = None  # the fields lane-major, built on the first `lane` call
 
     DTYPES = {
         "active": np.bool_, "episode": np.int32, "step": np.int32, "item": np.int32, "action": np.int32,
@@ -89,6 +90,7 @@ class StepRecord:
 
     def _flush(self) -> None:
         if self._buf:
+            self._by_lane = None
             for key, arr in self._buf.items():
                 self.fields.setdefault(key, []).append(arr[: self._row])
         self._buf, self._row = {}, 0
@@ -98,7 +100,9 @@ class StepRecord:
         self._flush()
         if not self.fields:
             return {k: np.zeros(0, dtype=d) for k, d in self.DTYPES.items()}
-        cols = {k: np.concatenate([c[:, lane] for c in v]) for k, v in self.fields.items()}
+        if self._by_lane is None:  # lane-major once: a lane's column of the step-major chunks is strided
+            self._by_lane = {k: np.ascontiguousarray(np.concatenate(v).T) for k, v in self.fields.items()}
+        cols = {k: v[lane] for k, v in self._by_lane.items()}
         keep = cols.pop("active")
         return {k: v[keep] for k, v in cols.items()}
 
@@ -269,10 +273,12 @@ class VecCoordinatorEnv:
         fee = self.config.handoff_fee * (self._handoffs[actions] * solve + (self._edges[actions] * self._expected[items]).sum(axis=1))
         return ans, accepted, right, solve, fee
 
-    def step(self, actions: np.ndarray, epsilon: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def step(self, actions: np.ndarray, epsilon: np.ndarray | float = 0.0,
+             observe: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the active lanes. Returns (next_obs, reward, done, terminal_obs, stepped): `next_obs`
         is the observation to act on next (after an auto-reset), `terminal_obs` the one that ended
-        the transition (what a replay buffer stores), `stepped` the lanes that moved."""
+        the transition (what a replay buffer stores), `stepped` the lanes that moved. `observe=False`
+        (a policy that never reads them) returns zeros for both and skips building them."""
         actions = np.asarray(actions, dtype=np.int64)
         act = self.active.copy()
         items = self.current_items()
@@ -312,7 +318,7 @@ class VecCoordinatorEnv:
         self.t_ep = self.t_ep + act
         self.total_steps += act
         done = act & (self.pos >= self.packet_len)
-        terminal_obs = self.observe()
+        terminal_obs = self.observe() if observe else np.zeros((self.L, self.obs_dim), dtype=np.float32)
         if done.any():
             lanes = np.flatnonzero(done)
             ep = self.episode[lanes]
@@ -327,7 +333,10 @@ class VecCoordinatorEnv:
                 finished = done & (self.episode >= self.episodes) if self.episodes is not None else np.zeros_like(done)
                 self.active &= ~finished
                 again = done & ~finished
-                if again.any():
+                if again.any() and not observe:
+                    self._new_packets(again)
+                    next_obs = terminal_obs
+                elif again.any():
                     self._new_packets(again)
                     next_obs = terminal_obs.copy()  # only the lanes that started a packet changed
                     rows = np.flatnonzero(again)
@@ -335,7 +344,7 @@ class VecCoordinatorEnv:
                 else:
                     next_obs = terminal_obs
             else:
-                next_obs = self.observe()
+                next_obs = self.observe() if observe else terminal_obs
         else:
             next_obs = terminal_obs
         return next_obs, reward, done, terminal_obs, act

@@ -268,8 +268,10 @@ class CoordinatorStudy:
                 return baselines.uniform_random(seeds, actions.n, stream)
             return baselines.oracle(rows[method])
 
-        baselines.rollout(train, baselines.side_by_side([(rows[m], policy(m, baselines.POLICY_STREAM)) for m in methods]))
-        baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]))
+        baselines.rollout(train, baselines.side_by_side([(rows[m], policy(m, baselines.POLICY_STREAM)) for m in methods]),
+                          observe=False)
+        baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]),
+                          observe=False)
         seconds = (time.perf_counter() - t0) / len(methods)  # each method's share of the batch
         used = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
         runs = [MethodRun(study, m, [f"{study}.{m}"] * n, seeds, weights, actions, use_map,
@@ -404,8 +406,8 @@ class CoordinatorStudy:
         use_map = self.data.has_map
         train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False)
         act = baselines.planned(plan, lane_order)
-        baselines.rollout(train, act)
-        baselines.rollout(test, act)
+        baselines.rollout(train, act, observe=False)
+        baselines.rollout(test, act, observe=False)
         solvers = [[s for s, u in zip(actions.solvers, actions.answers[np.unique(plan[o])].any(axis=0), strict=True) if u]
                    for o in range(len(names))]
         run = MethodRun(study, "fixed_order", [f"{study}.fixed_order"] * len(lane_seeds), lane_seeds, lane_weights,
@@ -458,10 +460,11 @@ class CoordinatorStudy:
                      apart: dict[str, Future], seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
         p = self.p
         for study in studies:
-            # a batch training in the worker: the fixed policies play first, while it trains
+            # a batch training in the worker: the fixed policies and the frozen management
+            # coordinator (it needs only management's batch) play first, while it trains
             baselines_first = study in apart and study in order
             if baselines_first:
-                self._baselines(study, seeds, weights, frozen=False)
+                self._baselines(study, seeds, weights, frozen=True)
             for done in [s for s in order if f"{s}.fixed" in apart and s != study and s in self._waiting]:
                 self._collect_fixed(done, apart)  # played in the worker meanwhile
             members = groups[study]
@@ -473,7 +476,8 @@ class CoordinatorStudy:
                 fixed_elsewhere = baselines_first or f"{study}.fixed" in apart
                 if f"{study}.fixed" in apart:
                     self._waiting.add(study)  # collected once this process has played its own share
-                self._baselines(study, seeds, weights, frozen=True, fixed=not fixed_elsewhere)
+                if not baselines_first:
+                    self._baselines(study, seeds, weights, frozen=True, fixed=not fixed_elsewhere)
         for done in sorted(self._waiting):
             self._collect_fixed(done, apart)
         return self.runs
