@@ -337,16 +337,12 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
     """Every step of one lane as trajectory rows (columns built in numpy / polars, not per row)."""
     env = run.train if which == "train" else run.test
     rec = env.record.lane(lane)
-    table = env.table
-    names = pl.Series("action", run.actions.names, dtype=pl.String)
-    executors = pl.Series("executors", [run.actions.executors(a) for a in range(run.actions.n)],
-                          dtype=pl.List(pl.String))
+    ids, names, executors = _lookup_series(env.table, run.actions)
     action_idx = pl.Series(rec["action"].astype(np.int64))
     frame = pl.DataFrame({
         "episode": rec["episode"].astype(np.int64) + episode_offset,
         "step": rec["step"].astype(np.int64),
-        "split": np.full(len(rec["step"]), which),
-        "item_id": pl.Series(table.item_ids.astype(str)).gather(pl.Series(rec["item"].astype(np.int64))),
+        "item_id": ids.gather(pl.Series(rec["item"].astype(np.int64))),
         "action": names.gather(action_idx),
         "executors": executors.gather(action_idx),
         "correct": rec["correct"],
@@ -354,8 +350,8 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
         "cost_usd": rec["cost_usd"],
         "reward": rec["reward"],
         "calls": rec["calls"].astype(np.int64),
-        "_attempt": rec["attempt"].astype(np.int64),
-        "_position": rec["position"].astype(np.int64),
+        "_attempt": rec["attempt"],
+        "_position": rec["position"],
         "_dropped": rec["dropped"],
         "_epsilon": rec["epsilon"].astype(np.float64).round(4),
     })
@@ -366,7 +362,24 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
     if which == "train" and run.epsilon is not None:
         parts += [pl.lit(',"epsilon":'), pl.col("_epsilon")]
     parts.append(pl.lit("}"))
-    return frame.with_columns(pl.concat_str(parts).alias("extra")).drop("_attempt", "_position", "_accepted", "_dropped", "_epsilon")
+    return frame.select("episode", "step", pl.lit(which).alias("split"), pl.exclude("episode", "step", "^_.*$"),
+                        pl.concat_str(parts).alias("extra"))
+
+
+_LOOKUPS: dict[tuple[int, int], tuple[Any, Any, tuple[pl.Series, pl.Series, pl.Series]]] = {}
+
+
+def _lookup_series(table: Any, actions: Any) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(item ids, action names, executor lists) to gather from, built once per table and action
+    table: a study writes hundreds of lane frames from the same few (the cache holds them, so an id
+    is never reused while its entry lives)."""
+    key = (id(table), id(actions))
+    if key not in _LOOKUPS:
+        _LOOKUPS[key] = (table, actions, (
+            pl.Series("item_id", table.item_ids.astype(str)),
+            pl.Series("action", actions.names, dtype=pl.String),
+            pl.Series("executors", [actions.executors(a) for a in range(actions.n)], dtype=pl.List(pl.String))))
+    return _LOOKUPS[key][2]
 
 
 # ------------------------------------------------------------------------------------- curves
