@@ -59,29 +59,19 @@ def coordinator(ctx: StageContext) -> None:
         metrics["provenance"] = provenance({k: v for k, v in metrics.items() if k in ("management", "delegation")},
                                            params.dqn.learning_starts)
         mlflow.parent_metrics({k: v for k, v in _flat(metrics).items() if "paper" not in k})
+        # Trajectories while the MLflow process logs the last child runs (it lags the training).
+        rows = _write_trajectories(ctx, runs) if params.trajectories else 0
+        t_written = time.perf_counter()
         run_ids = mlflow.close()
     except BaseException as e:
         mlflow.abort(f"{type(e).__name__}: {e}")
         raise
     t_logged = time.perf_counter()
 
-    # Summaries (test rows for the frontier, late-train rows beside them) and trajectories.
+    # Summaries (test rows for the frontier, late-train rows beside them) and item-level outcomes.
     write_summaries(ctx.layout, STUDY, summary_rows(runs, params.late_episodes, params.packet_size,
                                                     ctx.params.data.dataset, run_ids, verifier.name))
     write_outcomes(ctx.layout, STUDY, outcome_frame(runs, ctx.params.data.dataset, verifier.name))
-    rows = 0
-    if params.trajectories:
-        with TrajectoryWriter(ctx.layout, STUDY, flush_rows=50_000) as writer:
-            for run in runs:
-                if run.train.record is None:  # fixed orders: baselines without trajectories
-                    continue
-                for lane in range(run.lanes):
-                    seed = int(run.seeds[lane])
-                    for which, offset in (("train", 0), ("test", params.episodes)):
-                        frame = trajectory_frame(run, lane, which, offset)
-                        rows += frame.height
-                        writer.add(run.names[lane], seed, frame)
-    t_written = time.perf_counter()
 
     # Plots: return and cost CSVs for `dvc plots` (a column per method), the rest beside the PNGs
     # (like the paper's Figures 1-4) in plots/coordinator/figures/, and the sweep.
@@ -109,19 +99,37 @@ def coordinator(ctx: StageContext) -> None:
     plot_sweep(sweep, base_points, figures / "lambda_sweep.png")
 
     metrics["timing"] = {
-        "train_and_eval_seconds": round(t_trained - t_start, 1), "mlflow_wait_seconds": round(t_logged - t_trained, 1),
-        "trajectories_seconds": round(t_written - t_logged, 1), "trajectory_rows": rows,
+        "train_and_eval_seconds": round(t_trained - t_start, 1), "mlflow_wait_seconds": round(t_logged - t_written, 1),
+        "trajectories_seconds": round(t_written - t_trained, 1), "trajectory_rows": rows,
         "dqn_batch_seconds": study.batch_seconds,  # the training loops (delegation's in a second process)
         "total_seconds": round(time.perf_counter() - t_start, 1),
     }
     # The same split in metrics/timings/coordinator.json, where `dlab report --timings` reads it.
     ctx.phases.update({
-        "train_and_evaluate": round(t_trained - t_start, 3), "mlflow_wait": round(t_logged - t_trained, 3),
-        "trajectories": round(t_written - t_logged, 3), "plots": round(time.perf_counter() - t_written, 3),
+        "train_and_evaluate": round(t_trained - t_start, 3), "trajectories": round(t_written - t_trained, 3),
+        "mlflow_wait": round(t_logged - t_written, 3), "summaries_and_plots": round(time.perf_counter() - t_logged, 3),
         **{f"dqn_batch_{env}": seconds for env, seconds in study.batch_seconds.items()},
     })
     write_json_atomic(metrics, ctx.layout.metrics(STUDY))
     _report(metrics)
+
+
+def _write_trajectories(ctx: StageContext, runs: list) -> int:
+    """Every environment step of every learned and fixed policy (not the fixed orders) as trajectory
+    rows, train episodes first, then the test split's; returns the rows written."""
+    params = ctx.params.coordinator
+    rows = 0
+    with TrajectoryWriter(ctx.layout, STUDY, flush_rows=50_000) as writer:
+        for run in runs:
+            if run.train.record is None:  # fixed orders: baselines without trajectories
+                continue
+            for lane in range(run.lanes):
+                seed = int(run.seeds[lane])
+                for which, offset in (("train", 0), ("test", params.episodes)):
+                    frame = trajectory_frame(run, lane, which, offset)
+                    rows += frame.height
+                    writer.add(run.names[lane], seed, frame)
+    return rows
 
 
 def _flat(obj, prefix: str = "") -> dict[str, float]:

@@ -50,7 +50,7 @@ def test_smoke_repro_writes_every_output(smoke):
                                                                             "return_p_value"}
     assert metrics["verifier"]["kind"] == "judge" and metrics["verifier"]["name"].startswith("judge(")
     timings = json.loads((project / "metrics" / "timings" / "coordinator.json").read_text())
-    assert {"train_and_evaluate", "mlflow_wait", "trajectories", "plots", "dqn_batch_management",
+    assert {"train_and_evaluate", "trajectories", "mlflow_wait", "summaries_and_plots", "dqn_batch_management",
             "dqn_batch_delegation"} <= set(timings["phases"])
     assert timings["phases"]["train_and_evaluate"] <= timings["seconds"]
 
