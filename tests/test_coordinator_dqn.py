@@ -24,7 +24,8 @@ from delegation_lab.coordinator.reference import q_network, train_reference
 from .test_coordinator_envs import ABC, ROUTES, random_table
 
 FAST = DqnParams(learning_starts=40, epsilon_decay_steps=150, target_sync=25, batch_size=16)
-Q_TOL = 2e-3  # float32 drift between the fused batched Adam and the plain one after a few hundred updates
+Q_TOL = 5e-3  # float32 drift between the fused batched Adam and the plain one after a few hundred updates
+# (the kernels differ by CPU: up to 3.5e-3 on an AVX-512/AMX machine; the actions agree exactly)
 
 
 @pytest.fixture(autouse=True)
@@ -142,3 +143,35 @@ def test_a_no_map_lane_beside_a_map_lane_is_the_no_map_reference_run():
     probe = np.random.default_rng(0).random((20, vec.obs_dim - 6)).astype(np.float32)
     want = ref.q(torch.from_numpy(probe)).detach().numpy()
     np.testing.assert_allclose(nomap.subset([0] * 20).q_values(probe), want, atol=Q_TOL)
+
+
+def test_the_replay_buffer_gives_back_each_lanes_transitions():
+    from delegation_lab.coordinator.dqn import ReplayBuffer
+
+    rng = np.random.default_rng(0)
+    L, cap, D = 3, 10, 4
+    buf = ReplayBuffer(L, cap, D)
+    rows = []
+    for slot in range(cap):
+        row = (rng.random((L, D), dtype=np.float32), rng.random((L, D), dtype=np.float32),
+               rng.integers(0, 189, L), rng.normal(size=L), rng.random(L) < 0.3)
+        buf.add(slot, *row)
+        rows.append(row)
+    lanes, idx = np.array([0, 2]), np.array([[9, 0, 3], [1, 1, 8]])
+    obs, nxt, act, rew, done = buf.sample(lanes, idx)
+    for i, lane in enumerate(lanes):
+        for j, slot in enumerate(idx[i]):
+            o, n, a, r, d = rows[slot]
+            np.testing.assert_array_equal(obs[i, j], o[lane])
+            np.testing.assert_array_equal(nxt[i, j], n[lane])
+            assert act[i, j] == a[lane] and act.dtype == np.int64
+            assert rew[i, j] == np.float32(r[lane]) and done[i, j] == float(d[lane])
+
+
+def test_denormals_are_flushed_where_the_cpu_can():
+    from delegation_lab.torch_runtime import flush_denormals
+
+    if not flush_denormals():
+        pytest.skip("this CPU cannot flush denormals")
+    tiny = torch.tensor([1e-39], dtype=torch.float32)  # a float32 denormal
+    assert (tiny * 1.0).item() == 0.0

@@ -283,3 +283,43 @@ def test_answering_actions_drop_no_answer_and_duplicate_joint_actions():
         k = mine.index_of(route_as_joint_action(r, ABC))
         j = route_as_joint_action(r, ABC)
         assert (mine.answers[k] == full.answers[j]).all() and (mine.edges[k] == full.edges[j]).all()
+
+
+def test_step_record_lanes_follow_steps_added_after_a_read():
+    t = random_table(30)
+    vec = VecCoordinatorEnv(t, management_actions(ROUTES, ABC), EnvConfig(packet_size=4), [0, 1], 100.0,
+                            episodes=3, record=True)
+    vec.reset()
+    vec.step(np.array([0, 1]))
+    assert len(vec.record.lane(1)["action"]) == 1
+    while vec.active.any():
+        vec.step(np.array([0, 1]))
+    rec = vec.record.lane(1)
+    assert len(rec["action"]) == vec.total_steps[1] and set(rec["action"].tolist()) == {1}
+
+
+def test_a_rollout_without_observations_gives_the_same_episodes():
+    """`rollout(observe=False)`, for the policies that never read the observation (the fixed orders;
+    always-A and the oracle side by side), skips building them and changes nothing else."""
+    from delegation_lab.coordinator import baselines
+
+    t = random_table(50)
+    acts = delegation_actions(ABC)
+    names, plan = baselines.fixed_orders("delegation", acts, ROUTES, 3)
+    orders = np.repeat(np.arange(len(names)), 2)
+    half = np.arange(4)
+    policies = [
+        (len(orders), lambda: baselines.planned(plan, orders)),
+        (8, lambda: baselines.side_by_side([(half, baselines.always_manager("delegation", acts, "A")),
+                                            (half + 4, baselines.oracle(half + 4))])),
+    ]
+    for lanes, make in policies:
+        envs = [VecCoordinatorEnv(t, acts, EnvConfig(packet_size=4), np.arange(lanes) % 3, 100.0, episodes=5,
+                                  record=True) for _ in range(2)]
+        for env, observe in zip(envs, (True, False), strict=True):
+            baselines.rollout(env, make(), observe=observe)
+        for key in envs[0].stats:
+            np.testing.assert_array_equal(envs[0].stats[key], envs[1].stats[key])
+        for lane in range(lanes):
+            a, b = envs[0].record.lane(lane), envs[1].record.lane(lane)
+            assert all(np.array_equal(a[k], b[k]) for k in a)
