@@ -34,21 +34,33 @@ def make_deterministic(threads: int = 1) -> None:
     Every stage calls this when it uses torch; a study's `torch_threads` may change the count inside
     its training loop, which is fixed by its params, never by the machine's core count."""
     _deterministic_kernels()
-    flush_denormals()
     torch.set_num_threads(threads)
 
 
-def flush_denormals() -> bool:
-    """Flush denormal floats to zero on the CPU (x86 SSE3; returns False where unsupported).
+@contextmanager
+def flushed_denormals() -> Iterator[bool]:
+    """Flush denormal floats to zero on the CPU while the block runs (x86 SSE3; yields False where
+    unsupported), then restore the thread's setting. It is the CPU's (MXCSR) setting, so numpy in
+    the same thread flushes too.
 
     Adam's moments of a weight whose gradient is exactly zero (a no-map lane's padded first-layer
     rows, the output rows of joint actions a batch never samples) decay geometrically; the second
     moment (x 0.999 per update) spends ~16k updates in the denormal range, where x86 arithmetic takes
     a slow path, and the coordinator's fused Adam went from 12 % to 40 % of an update as training
     went on. Such a value is far below Adam's eps (1e-8), so flushing it leaves every update as it
-    was: the 40-lane delegation batch trains to bit-identical weights, 35 % faster (docs/studies/
-    coordinator.md, Speed)."""
-    return torch.set_flush_denormal(True)
+    was: the 40-lane delegation batch trains to bit-identical weights, 35 % faster, and every figure
+    of the default DAG is unchanged (docs/studies/coordinator.md, Speed)."""
+    before = _flushing()
+    supported = torch.set_flush_denormal(True)
+    try:
+        yield supported
+    finally:
+        torch.set_flush_denormal(before)
+
+
+def _flushing() -> bool:
+    """Does this thread flush denormals now? (float32 1e-39 is a denormal: flushed, it reads 0.)"""
+    return torch.tensor([1e-39], dtype=torch.float32).mul(1.0).item() == 0.0
 
 
 def _deterministic_kernels() -> None:
@@ -76,13 +88,12 @@ def torch_threads(n: int | None) -> Iterator[None]:
 def deterministic_torch(threads: int | None) -> Iterator[None]:
     """`torch_threads(threads)` plus torch's deterministic algorithms (on the CPU every kernel the
     studies use has one; on CUDA a kernel without one warns instead of failing), both restored
-    afterwards, and denormals flushed (`flush_denormals`, left on): for a given machine and thread
+    afterwards, and denormals flushed inside (`flushed_denormals`): for a given machine and thread
     count a run is bit-for-bit repeatable."""
     before = torch.are_deterministic_algorithms_enabled()
     _deterministic_kernels()
-    flush_denormals()  # process-wide and left on: it changes no figure, only the speed
     try:
-        with torch_threads(threads):
+        with torch_threads(threads), flushed_denormals():
             yield
     finally:
         torch.use_deterministic_algorithms(before)
