@@ -85,10 +85,12 @@ def denormal_adam(lanes: int = 40, steps: int = 100) -> None:
     """Fused Adam on a delegation batch's parameters (40 lanes, 13 -> 128 -> 52) whose gradients are
     zero and moments denormal floats, as a weight that never gets a gradient reaches during training
     (its second moment spends ~16k updates in that range): with denormals kept, then flushed to zero."""
+    from contextlib import nullcontext
+
     from delegation_lab.coordinator.dqn import make_adam
+    from delegation_lab.torch_runtime import flushed_denormals, torch_threads
 
     def time_steps(flush: bool) -> float:
-        torch.set_flush_denormal(flush)
         params = [torch.zeros(lanes, 13, 128, requires_grad=True), torch.zeros(lanes, 52, 128, requires_grad=True)]
         opt = make_adam(params, 1e-3)
         for w in params:
@@ -97,13 +99,14 @@ def denormal_adam(lanes: int = 40, steps: int = 100) -> None:
         for state in opt.state.values():
             state["exp_avg"].fill_(1e-39)
             state["exp_avg_sq"].fill_(1e-39)
-        start = time.perf_counter()
-        for _ in range(steps):
-            opt.step()
-        return time.perf_counter() - start
+        with flushed_denormals() if flush else nullcontext():
+            start = time.perf_counter()
+            for _ in range(steps):
+                opt.step()
+            return time.perf_counter() - start
 
-    kept, flushed = time_steps(False), time_steps(True)
-    torch.set_flush_denormal(False)
+    with torch_threads(1):  # as the coordinator trains; the flush is the calling thread's only
+        kept, flushed = time_steps(False), time_steps(True)
     print(f"denormal Adam moments ({lanes} lanes, {steps} fused steps): flushing to zero is {kept / flushed:.1f}x faster "
           f"(what torch_runtime.flushed_denormals buys the coordinator's late updates)")
 

@@ -22,6 +22,7 @@ from delegation_lab.coordinator.results import (
     sweep_table,
     test_per_lane,
     trajectory_frame,
+    trajectory_lookups,
 )
 from delegation_lab.coordinator.study import CoordinatorStudy, prepare_inputs
 from delegation_lab.evaluation.outcomes import write_outcomes
@@ -123,12 +124,12 @@ def _write_trajectories(ctx: StageContext, runs: list) -> int:
         for run in runs:
             if run.train.record is None:  # fixed orders: baselines without trajectories
                 continue
-            for lane in range(run.lanes):
-                seed = int(run.seeds[lane])
-                for which, offset in (("train", 0), ("test", params.episodes)):
-                    frame = trajectory_frame(run, lane, which, offset)
+            for which, offset in (("train", 0), ("test", params.episodes)):  # per lane: train, then test
+                lookups = trajectory_lookups(run, which)
+                for lane in range(run.lanes):
+                    frame = trajectory_frame(run, lane, which, offset, lookups)
                     rows += frame.height
-                    writer.add(run.names[lane], seed, frame)
+                    writer.add(run.names[lane], int(run.seeds[lane]), frame)
     return rows
 
 

@@ -40,8 +40,9 @@ def make_deterministic(threads: int = 1) -> None:
 @contextmanager
 def flushed_denormals() -> Iterator[bool]:
     """Flush denormal floats to zero on the CPU while the block runs (x86 SSE3; yields False where
-    unsupported), then restore the thread's setting. It is the CPU's (MXCSR) setting, so numpy in
-    the same thread flushes too.
+    unsupported), then restore the thread's setting. It is the calling thread's CPU (MXCSR) setting:
+    numpy in that thread flushes too, and torch's other intra-op threads do not (the coordinator
+    trains on one, `torch_threads: 1`).
 
     Adam's moments of a weight whose gradient is exactly zero (a no-map lane's padded first-layer
     rows, the output rows of joint actions a batch never samples) decay geometrically; the second

@@ -333,16 +333,13 @@ class VecCoordinatorEnv:
                 finished = done & (self.episode >= self.episodes) if self.episodes is not None else np.zeros_like(done)
                 self.active &= ~finished
                 again = done & ~finished
-                if again.any() and not observe:
+                next_obs = terminal_obs
+                if again.any():
                     self._new_packets(again)
-                    next_obs = terminal_obs
-                elif again.any():
-                    self._new_packets(again)
-                    next_obs = terminal_obs.copy()  # only the lanes that started a packet changed
-                    rows = np.flatnonzero(again)
-                    next_obs[rows] = self.observe(rows)
-                else:
-                    next_obs = terminal_obs
+                    if observe:
+                        next_obs = terminal_obs.copy()  # only the lanes that started a packet changed
+                        rows = np.flatnonzero(again)
+                        next_obs[rows] = self.observe(rows)
             else:
                 next_obs = self.observe() if observe else terminal_obs
         else:

@@ -333,11 +333,22 @@ def outcome_frame(runs: list[MethodRun], dataset: str, verifier: str) -> pl.Data
 # ------------------------------------------------------------------------------- trajectories
 
 
-def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int = 0) -> pl.DataFrame:
-    """Every step of one lane as trajectory rows (columns built in numpy / polars, not per row)."""
+def trajectory_lookups(run: MethodRun, which: str) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(item ids, action names, executor lists) that one run's lane frames of split `which` gather
+    from: built once per run and split, not once per lane."""
+    env = run.train if which == "train" else run.test
+    return (pl.Series("item_id", env.table.item_ids.astype(str)),
+            pl.Series("action", run.actions.names, dtype=pl.String),
+            pl.Series("executors", [run.actions.executors(a) for a in range(run.actions.n)], dtype=pl.List(pl.String)))
+
+
+def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int = 0,
+                     lookups: tuple[pl.Series, pl.Series, pl.Series] | None = None) -> pl.DataFrame:
+    """Every step of one lane as trajectory rows (columns built in numpy / polars, not per row);
+    `lookups`: `trajectory_lookups(run, which)`, when the caller writes many lanes of the run."""
     env = run.train if which == "train" else run.test
     rec = env.record.lane(lane)
-    ids, names, executors = _lookup_series(env.table, run.actions)
+    ids, names, executors = lookups if lookups is not None else trajectory_lookups(run, which)
     action_idx = pl.Series(rec["action"].astype(np.int64))
     frame = pl.DataFrame({
         "episode": rec["episode"].astype(np.int64) + episode_offset,
@@ -364,22 +375,6 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
     parts.append(pl.lit("}"))
     return frame.select("episode", "step", pl.lit(which).alias("split"), pl.exclude("episode", "step", "^_.*$"),
                         pl.concat_str(parts).alias("extra"))
-
-
-_LOOKUPS: dict[tuple[int, int], tuple[Any, Any, tuple[pl.Series, pl.Series, pl.Series]]] = {}
-
-
-def _lookup_series(table: Any, actions: Any) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """(item ids, action names, executor lists) to gather from, built once per table and action
-    table: a study writes hundreds of lane frames from the same few (the cache holds them, so an id
-    is never reused while its entry lives)."""
-    key = (id(table), id(actions))
-    if key not in _LOOKUPS:
-        _LOOKUPS[key] = (table, actions, (
-            pl.Series("item_id", table.item_ids.astype(str)),
-            pl.Series("action", actions.names, dtype=pl.String),
-            pl.Series("executors", [actions.executors(a) for a in range(actions.n)], dtype=pl.List(pl.String))))
-    return _LOOKUPS[key][2]
 
 
 # ------------------------------------------------------------------------------------- curves
