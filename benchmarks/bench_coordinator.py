@@ -10,6 +10,7 @@ the whole stage against its training loops from the last `dvc repro coordinator`
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -17,15 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import json
-
 from delegation_lab.coordinator.actions import answering_actions, delegation_actions, management_actions
 from delegation_lab.coordinator.data import SolverTable, load_coordinator_data
 from delegation_lab.coordinator.dqn import train_batched
 from delegation_lab.coordinator.envs import DelegationEnv, EnvConfig, ManagementEnv, VecCoordinatorEnv
 from delegation_lab.coordinator.params import DqnParams
 from delegation_lab.coordinator.reference import train_reference
-from delegation_lab.tables import Layout
+from delegation_lab.layout import Layout
 
 SEEDS = 20
 STEPS = int(os.environ.get("BENCH_COORDINATOR_STEPS", "2000"))

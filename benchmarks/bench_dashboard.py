@@ -22,8 +22,8 @@ PAGES = {"studies": "views/studies.py", "trajectories": "views/trajectories.py",
 
 
 def views(root: Path) -> list[tuple[str, str, dict[str, str]]]:
+    from delegation_lab.layout import Layout
     from delegation_lab.store import connect
-    from delegation_lab.tables import Layout
 
     con = connect(Layout(root))
     try:

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from delegation_lab.store import TrajectoryWriter, connect, trajectories_root
-from delegation_lab.tables import Layout
+from delegation_lab.layout import Layout
+from delegation_lab.store import TrajectoryWriter, connect
 
 ROWS = 10_000_000
 METHODS = ["dqn_map", "thompson", "auction_vickrey", "margent_manager"]
@@ -114,7 +114,7 @@ def frontier_duckdb(layout: Layout) -> pd.DataFrame:
 
 def frontier_pandas(layout: Layout) -> pd.DataFrame:
     df = pd.read_parquet(
-        trajectories_root(layout),
+        layout.trajectories_dir,
         columns=["study", "method", "seed", "episode", "item_id", "correct", "cost_usd", "calls"],
     )
     keys = ["study", "method", "seed"]
@@ -139,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-frontier-") as tmp:
         layout = Layout(Path(tmp))
         rows, t_gen, t_write = write(layout, episodes)
-        size_mb = sum(p.stat().st_size for p in trajectories_root(layout).rglob("*.parquet")) / 1e6
+        size_mb = sum(p.stat().st_size for p in layout.trajectories_dir.rglob("*.parquet")) / 1e6
         print(f"trajectories: {rows:,} rows ({len(METHODS)} methods x {SEEDS} seeds x {episodes:,} episodes x {STEPS} steps), "
               f"{size_mb:,.0f} MB Parquet; generated in {t_gen:.1f} s, TrajectoryWriter {t_write:.1f} s "
               f"({rows / t_write / 1e6:.1f} M rows/s)")

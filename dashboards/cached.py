@@ -12,8 +12,8 @@ import duckdb
 import streamlit as st
 
 from dashboards import queries
+from delegation_lab.layout import Layout
 from delegation_lab.store import connect
-from delegation_lab.tables import Layout
 
 NO_RESULTS = "No results yet — run `dvc repro` in {root} to build {what}, then reload this page."
 

@@ -7,11 +7,10 @@ records the embedder that ran (MiniLM, or the hashing fallback when the package 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import polars as pl
-
-from contextlib import contextmanager
 
 from delegation_lab.embeddings import TEXT_FEATURES, HashingEmbedder, embedder_slug, load_embedder, text_features
 from delegation_lab.stage import StageContext, run_stage
@@ -56,7 +55,7 @@ def embed(ctx: StageContext) -> None:
         "embedder": [embedder.name] * items.height,
         **{name: feats[:, j] for j, name in enumerate(TEXT_FEATURES)},
     })
-    folder = ctx.layout.root / "data" / "embeddings"
+    folder = ctx.layout.embeddings_dir
     path = write_parquet_atomic(frame, folder / f"{embedder_slug(embedder.name)}.parquet")
     for stale in folder.glob("*.parquet"):  # one embedder's table at a time: readers take the only one
         if stale != path:

@@ -1,37 +1,27 @@
 """Stage `frontier`: every study's summary rows plus solver-only baselines and the oracle on one
 cost-accuracy frontier (results/frontier.parquet, metrics/frontier.json, plots/frontier/)."""
 
-from pathlib import Path
-
 import polars as pl
 
-from delegation_lab.evaluation.outcomes import read_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.frontier import build_frontier
 from delegation_lab.frontier_plot import plot_frontier
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason
-from delegation_lab.store import SUMMARY_SCHEMA, frontier_path
-from delegation_lab.tables import read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
+from delegation_lab.tables import (
+    read_labeled_answers,
+    read_outcomes,
+    read_summaries,
+    write_csv_atomic,
+    write_json_atomic,
+    write_parquet_atomic,
+)
 
 
-def read_summaries(folder: Path) -> pl.DataFrame:
-    files = sorted(folder.glob("*.parquet"))
-    if not files:
-        return pl.DataFrame(schema=SUMMARY_SCHEMA)
-    frames = []
-    for f in files:
-        frame = pl.read_parquet(f)
-        if "verifier" not in frame.columns:  # written before rows recorded their verifier: kept apart as unrecorded
-            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("verifier"))
-        frames.append(frame.select(list(SUMMARY_SCHEMA)))
-    return pl.concat(frames, how="vertical_relaxed")
-
-
-def studies_run(folder: Path, ctx: StageContext) -> dict[str, dict]:
+def studies_run(ctx: StageContext) -> dict[str, dict]:
     """Which studies put points on the frontier, and why the others did not (their metrics say `skipped`)."""
     out = {}
-    for f in sorted(folder.glob("*.parquet")):
+    for f in sorted(ctx.layout.summaries_dir.glob("*.parquet")):
         reason = skip_reason(ctx.layout.metrics(f.stem))
         out[f.stem] = {"skipped": reason} if reason else {"ran": True, "summary_rows": pl.read_parquet(f).height}
     return out
@@ -41,16 +31,16 @@ def frontier(ctx: StageContext) -> None:
     """Build the frontier on the held-out split."""
     params = ctx.params.frontier
     labeled = read_labeled_answers(ctx.layout).filter(pl.col("split") == params.split)
-    summaries = read_summaries(ctx.layout.root / "results" / "summaries")
-    outcomes = read_outcomes(ctx.layout.root / "results" / "outcomes")
+    summaries = read_summaries(ctx.layout)
+    outcomes = read_outcomes(ctx.layout)
     evaluation = ctx.params.evaluation
     verifier = build_verifier(evaluation.verifier, ctx.layout.root)
     table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset, verifier=verifier,
                                     outcomes=outcomes, intervals=evaluation.intervals)
-    write_parquet_atomic(table, frontier_path(ctx.layout))
+    write_parquet_atomic(table, ctx.layout.frontier)
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
                "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence,
-               "studies": studies_run(ctx.layout.root / "results" / "summaries", ctx), **metrics}
+               "studies": studies_run(ctx), **metrics}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
     # other tasks' points, and runs under another verifier (a perfect one), stay out of this picture
@@ -72,7 +62,7 @@ def frontier(ctx: StageContext) -> None:
             for k, d in metrics["methods"].items()
         }})
         run.log_artifact(plots / "frontier.png")
-        run.log_artifact(frontier_path(ctx.layout))
+        run.log_artifact(ctx.layout.frontier)
     best = max(metrics["methods"].items(), key=lambda kv: kv[1]["aiq"] if kv[1]["kind"] != "oracle" else -1)
     print(
         f"frontier: {table.height} points, {int(table['on_pareto'].sum())} on the Pareto front; "

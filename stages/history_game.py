@@ -6,7 +6,6 @@ import time
 from contextlib import ExitStack
 
 from delegation_lab.games.report import solution_json
-from delegation_lab.parallel import spawn_pool
 from delegation_lab.games.study import (
     CONDITIONS,
     METHOD,
@@ -14,21 +13,22 @@ from delegation_lab.games.study import (
     PROVENANCE,
     MoneyRun,
     blocks_for,
-    history_learner_metrics,
-    sweep_metrics,
-    train_blocks,
     curve_frame,
     equilibria_frame,
     equilibria_metrics,
     help_games,
+    history_learner_metrics,
     load_games,
     money_metrics,
     plot_curves,
     plot_equilibria,
     solve_games,
     summary_line,
+    sweep_metrics,
+    train_blocks,
     trajectory_frames,
 )
+from delegation_lab.parallel import spawn_pool
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import TrajectoryWriter
 from delegation_lab.tables import write_csv_atomic, write_json_atomic
@@ -46,7 +46,7 @@ def history_game(ctx: StageContext) -> None:
     t0 = time.perf_counter()
     solutions = solve_games(games, params.equilibria)
     t_solve = time.perf_counter() - t0
-    results_dir = root / "results" / STUDY
+    results_dir = ctx.layout.study_results(STUDY)
 
     runs: dict[str, MoneyRun] = {}
     confidence = ctx.params.evaluation.intervals.confidence

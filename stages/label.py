@@ -43,7 +43,7 @@ def label(ctx: StageContext) -> None:
     solve_metrics = {}
     for name in ctx.params.solvers:
         rows = joined.filter(pl.col("solver") == name)
-        run_file = layout.root / "metrics" / "solve_runs" / f"{name}.json"
+        run_file = layout.solve_run(name)
         run_stats = json.loads(run_file.read_text()) if run_file.exists() else {}
         solve_metrics[name] = {
             "accuracy": round(float(rows["correct"].mean()), 6),

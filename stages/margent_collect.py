@@ -12,8 +12,6 @@ from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import write_skipped
 from delegation_lab.tables import read_table, write_json_atomic, write_parquet_atomic
 
-OUT = "results/margent"
-
 
 def unsupported(pools: study.Pools, margent, dataset: str) -> str | None:
     """Why the simulated team cannot run on these items (it solves questions from their step structure)."""
@@ -30,19 +28,19 @@ def unsupported(pools: study.Pools, margent, dataset: str) -> str | None:
 def skip(ctx: StageContext, reason: str) -> None:
     """Empty collection tables and a collect.json that tells margent_train and margent_eval to skip too."""
     frame = pl.DataFrame(schema={"item_id": pl.String})
-    root = ctx.layout.root
+    out = ctx.layout.study_results("margent")
     for name in ("collection", "trees", "views"):
-        write_parquet_atomic(frame, root / OUT / f"{name}.parquet")
-    (root / OUT / "cache").mkdir(parents=True, exist_ok=True)
+        write_parquet_atomic(frame, out / f"{name}.parquet")
+    (out / "cache").mkdir(parents=True, exist_ok=True)
     write_json_atomic({"skipped": reason, "dataset": ctx.params.data.dataset, "team": ctx.params.margent.team,
-                       "pool": list(ctx.params.margent.subagents)}, root / OUT / "collect.json")
+                       "pool": list(ctx.params.margent.subagents)}, out / "collect.json")
     write_skipped(ctx.layout, "margent_collect", reason, extra_metrics={"dataset": ctx.params.data.dataset})
 
 
 def collect(ctx: StageContext) -> None:
     """Collect every branch and write results/margent/{collection,trees,views}.parquet."""
     margent = ctx.params.margent
-    root = ctx.layout.root
+    out = ctx.layout.study_results("margent")
     train = read_table(ctx.layout.items("train"), "train items")
     test = read_table(ctx.layout.items("test"), "test items")
     pools = study.sample_pools(train, test, margent.collect)
@@ -52,13 +50,13 @@ def collect(ctx: StageContext) -> None:
         return
     for name in study.POOLS:  # fail on an unsupported dataset before any call is made
         study.agent_views(getattr(pools, name), margent, ctx.params.data.dataset)
-    cache_dir = root / OUT / "cache"
+    cache_dir = out / "cache"
     cache_dir.mkdir(parents=True, exist_ok=True)  # answers of real models (team llm); empty for the simulator
     team = study.build_team(margent, ctx.params, cache_dir, progress=ctx.progress)
     got = study.collect_all(team, pools, margent, ctx.params.data.dataset, progress=ctx.progress)
-    write_parquet_atomic(got.collection, root / OUT / "collection.parquet")
-    write_parquet_atomic(got.trees, root / OUT / "trees.parquet")
-    write_parquet_atomic(got.views, root / OUT / "views.parquet")
+    write_parquet_atomic(got.collection, out / "collection.parquet")
+    write_parquet_atomic(got.trees, out / "trees.parquet")
+    write_parquet_atomic(got.views, out / "views.parquet")
 
     seconds = sum(s.seconds for s in got.stats.values())
     branches = sum(s.branches for s in got.stats.values())
@@ -78,7 +76,7 @@ def collect(ctx: StageContext) -> None:
     }
     write_json_atomic(metrics, ctx.layout.metrics("margent_collect"))
     write_json_atomic({"solver_set": study.solver_set(margent), "dataset": ctx.params.data.dataset, "pool": margent.subagents,
-                       "depth": margent.collect.depth, "team": margent.team}, root / OUT / "collect.json")
+                       "depth": margent.collect.depth, "team": margent.team}, out / "collect.json")
     with ctx.tracker.stage_run("margent", "margent_collect", margent) as run:
         with run.child("collection", margent.collect.seed, params=margent.collect) as child:
             child.log_metrics({"collect": {k: v for k, v in metrics["collection"].items() if not isinstance(v, dict)},

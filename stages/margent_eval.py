@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 
 from delegation_lab.errors import InputError
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, write_outcomes
+from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
+from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason, write_skipped
-from delegation_lab.store import SUMMARY_SCHEMA
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
-
-OUT = "results/margent"
 
 
 def replicated(ctx: StageContext, metrics: dict) -> dict:
@@ -38,28 +36,30 @@ def replicated(ctx: StageContext, metrics: dict) -> dict:
 def evaluate(ctx: StageContext) -> None:
     """Write metrics/margent.json, plots/margent/, the margent trajectories and summaries."""
     margent = ctx.params.margent
-    root = ctx.layout.root
-    reason = skip_reason(root / OUT / "collect.json")
+    layout = ctx.layout
+    out = layout.study_results("margent")
+    reason = skip_reason(out / "collect.json")
     if reason:  # margent_collect skipped: no trees to evaluate, no summary rows for the frontier
+        plots = layout.plots("margent")
         write_skipped(
-            ctx.layout, "margent", reason, extra_metrics={"dataset": ctx.params.data.dataset},
-            tables={"results/summaries/margent.parquet": SUMMARY_SCHEMA, "results/outcomes/margent.parquet": OUTCOME_SCHEMA},
-            dirs=["results/trajectories/study=margent"],
-            figures=["plots/margent/margent.png"],
-            csvs={"plots/margent/operating_points.csv": ["method", "calls", "accuracy"],
-                  "plots/margent/rho_seeds.csv": ["rho", "seed", "calls", "accuracy"],
-                  "plots/margent/table1.csv": ["depth", "accuracy"], "plots/margent/table2.csv": ["agent", "net_value"],
-                  "plots/margent/rescue_by_difficulty.csv": ["difficulty", "probability"]},
+            layout, "margent", reason, extra_metrics={"dataset": ctx.params.data.dataset},
+            tables={layout.summaries("margent"): SUMMARY_SCHEMA, layout.outcomes("margent"): OUTCOME_SCHEMA},
+            dirs=[layout.trajectories("margent")],
+            figures=[plots / "margent.png"],
+            csvs={plots / "operating_points.csv": ["method", "calls", "accuracy"],
+                  plots / "rho_seeds.csv": ["rho", "seed", "calls", "accuracy"],
+                  plots / "table1.csv": ["depth", "accuracy"], plots / "table2.csv": ["agent", "net_value"],
+                  plots / "rescue_by_difficulty.csv": ["difficulty", "probability"]},
         )
         return
-    collection = read_table(root / OUT / "collection.parquet", "MARGENT collection")
-    trees = read_table(root / OUT / "trees.parquet", "MARGENT evaluation trees")
-    meta = json.loads((root / OUT / "collect.json").read_text())
-    net, grid, _ = study.load_managers(root / OUT / "managers.pt")
+    collection = read_table(out / "collection.parquet", "MARGENT collection")
+    trees = read_table(out / "trees.parquet", "MARGENT evaluation trees")
+    meta = json.loads((out / "collect.json").read_text())
+    net, grid, _ = study.load_managers(out / "managers.pt")
     if meta["pool"] != list(margent.subagents):
-        raise InputError(f"{OUT}/collect.json: collected with pool {meta['pool']}, params say {margent.subagents}; rerun margent_collect")
+        raise InputError(f"{out}/collect.json: collected with pool {meta['pool']}, params say {margent.subagents}; rerun margent_collect")
     # no MARGENT method consults a verifier; its rows carry the shared one's name (see report.summary_rows)
-    verifier = build_verifier(ctx.params.evaluation.verifier, root)
+    verifier = build_verifier(ctx.params.evaluation.verifier, layout.root)
     got = study.evaluate_all(collection, trees, net, grid, margent, ctx.params.evaluation.intervals)
     metrics = {**got.metrics, "dataset": meta["dataset"], "team": meta["team"],
                "verifier": verifier.describe() | {"used_for_acceptance": False}}

@@ -11,25 +11,23 @@ from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason, write_skipped
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
 
-OUT = "results/margent"
-
 
 def train(ctx: StageContext) -> None:
     """Write results/margent/sft/rho=<ρ>.jsonl and results/margent/managers.pt."""
     margent = ctx.params.margent
-    root = ctx.layout.root
-    reason = skip_reason(root / OUT / "collect.json")
+    out = ctx.layout.study_results("margent")
+    reason = skip_reason(out / "collect.json")
     if reason:  # margent_collect skipped: nothing to train on
-        write_skipped(ctx.layout, "margent_train", reason, dirs=[f"{OUT}/sft"], files=[f"{OUT}/managers.pt"],
-                      csvs={"plots/margent/train_loss.csv": ["epoch", "rho", "seed", "loss"]})
+        write_skipped(ctx.layout, "margent_train", reason, dirs=[out / "sft"], files=[out / "managers.pt"],
+                      csvs={ctx.layout.plots("margent") / "train_loss.csv": ["epoch", "rho", "seed", "loss"]})
         return
-    collection = read_table(root / OUT / "collection.parquet", "MARGENT collection")
-    views = read_table(root / OUT / "views.parquet", "MARGENT views")
-    sft_dir = root / OUT / "sft"
+    collection = read_table(out / "collection.parquet", "MARGENT collection")
+    views = read_table(out / "views.parquet", "MARGENT views")
+    sft_dir = out / "sft"
     for old in sft_dir.glob("*.jsonl") if sft_dir.exists() else []:
         old.unlink()
     trained = study.train_managers(collection, views, margent, sft_dir)
-    study.save_managers(trained, margent, root / OUT / "managers.pt")
+    study.save_managers(trained, margent, out / "managers.pt")
 
     curve = trained.result.loss_curve
     every = max(1, curve.shape[1] // 100)
@@ -54,7 +52,7 @@ def train(ctx: StageContext) -> None:
             with run.child("margent", s, params=params, operating_point=f"rho={rho_label(r)}") as child:
                 child.log_series({"train/loss": curve[m].tolist()})
                 child.log_metrics({"train/imitation_accuracy": float(trained.result.train_accuracy[m]), **{
-                    f"data/{k}": v for k, v in trained.per_model[m].items()}})
+                    f"data_{k}": v for k, v in trained.per_model[m].items()}})
         run.log_artifacts(sft_dir, "sft")
     print(
         f"margent_train: {trained.counts['commit']} commit, {trained.counts['rescue']} rescue, "

@@ -31,8 +31,9 @@ from delegation_lab.market.report import (
     write_plot_tables,
 )
 from delegation_lab.market.study import SweepResult, WorldResult, operating_point, run_answers, run_chain, run_markets
+from delegation_lab.schemas import SUMMARY_SCHEMA
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import SUMMARY_SCHEMA, TrajectoryWriter, write_summaries
+from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import read_labeled_answers, write_json_atomic
 
 STUDY = "market"

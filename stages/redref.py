@@ -15,17 +15,18 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.embeddings import adopt_embed_table
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, write_outcomes
+from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
 from delegation_lab.redref.jobs import Jobs
-from delegation_lab.redref.mlflow_children import Child, write_children, write_children_to
 from delegation_lab.redref.memory import EmbeddingCache, HashingEmbedder, load_embedder, similarity
+from delegation_lab.redref.mlflow_children import Child, write_children, write_children_to
 from delegation_lab.redref.trajectories import cached_steps, split_steps
+from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import SUMMARY_SCHEMA, TrajectoryWriter, write_summaries
-from delegation_lab.tables import read_labeled_answers, read_items, read_table, write_json_atomic
+from delegation_lab.store import TrajectoryWriter, write_summaries
+from delegation_lab.tables import read_items, read_labeled_answers, read_table, write_json_atomic
 
 STUDY = "redref"
 
@@ -107,7 +108,7 @@ def redref(ctx: StageContext) -> None:
         verifier = build_verifier(ctx.params.evaluation.verifier, layout.root, labels)
     embedder = load_embedder(params.embedding, params.hashing_dim)
     if not isinstance(embedder, HashingEmbedder):  # model embeddings are cached across runs (data/redref/)
-        embedder = EmbeddingCache(embedder, layout.root / "data" / "redref")
+        embedder = EmbeddingCache(embedder, layout.redref_cache)
         if items is not None:  # the `embed` stage encoded these questions with this model already
             adopted = adopt_embed_table(embedder, layout.root, items)
             if adopted:
@@ -119,7 +120,7 @@ def redref(ctx: StageContext) -> None:
     metrics: dict = {"embedding": {"backend": embedder.name, "requested": params.embedding}}
     if isinstance(embedder, EmbeddingCache):
         metrics["embedding"]["cache"] = str(embedder.path.relative_to(layout.root))
-    cache_dir = layout.root / "data" / "redref"
+    cache_dir = layout.redref_cache
     write_json_atomic({"model": embedder.name, "cached": isinstance(embedder, EmbeddingCache)}, cache_dir / "index.json")
     usd = params.zoo.usd_per_mtok
     run_ids: dict[tuple[str, int], str | None] = {}

@@ -13,7 +13,7 @@ import polars as pl
 
 from delegation_lab.evaluation import build_verifier
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.routers.artifact import router_path, save_router
+from delegation_lab.routers.artifact import save_router
 from delegation_lab.routers.report import study_metrics
 from delegation_lab.routers.study import (
     STUDY,
@@ -67,7 +67,7 @@ def routers(ctx: StageContext) -> None:
         write_summaries(layout, STUDY, summary_rows(run, dataset, verifier.name, run_ids))
         write_outcomes(layout, STUDY, outcome_frame(run, dataset, verifier.name))
         for name, router in run.fitted.items():
-            path = save_router(router, router_path(layout.root, name), data.embedder, params)
+            path = save_router(router, layout.router(name), data.embedder, params)
             parent.log_artifact(path, "models")
         points = pl.DataFrame([{"router": n, **{k: v for k, v in o.items() if not isinstance(v, list)}}
                                for n, r in metrics["routers"].items() for o in r["operating_points"]])

@@ -58,7 +58,7 @@ def solve(ctx: StageContext) -> None:
         "retries": run.retries,
         "answers_per_s": round(run.backend_calls / run.seconds, 2) if run.seconds else None,
     }
-    write_json_atomic(stats, ctx.layout.root / "metrics" / "solve_runs" / f"{name}.json")
+    write_json_atomic(stats, ctx.layout.solve_run(name))
     # rows are masked already; a printed line is masked again because it is the last place a key could reach
     secrets = configured_secrets(params.openai_compat)
     examples = [mask_secrets(e, secrets) for e in run.error_examples[:2]]

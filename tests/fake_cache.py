@@ -10,7 +10,9 @@ import polars as pl
 
 from delegation_lab.ability import build_ability_map
 from delegation_lab.config import AbilityMapParams
-from delegation_lab.tables import ITEMS_SCHEMA, Layout, conform, write_parquet_atomic
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import ITEMS_SCHEMA
+from delegation_lab.tables import conform, write_parquet_atomic
 
 # name: (accuracy at difficulty 1, accuracy drop per difficulty step, cost per item in $)
 PROFILES = {"A": (0.99, 0.01, 0.002), "B": (0.92, 0.06, 0.0004), "C": (0.75, 0.15, 0.00003)}

@@ -19,15 +19,16 @@ from delegation_lab.coordinator.actions import delegation_actions
 from delegation_lab.coordinator.params import CoordinatorParams, DqnParams, SweepParams
 from delegation_lab.coordinator.results import trajectory_frame
 from delegation_lab.coordinator.study import CoordinatorStudy, prepare_inputs
-from delegation_lab.credit.replay import compute_credit, credit_path
+from delegation_lab.credit.params import CreditParams, TrajectoryParams
+from delegation_lab.credit.replay import compute_credit
 from delegation_lab.credit.report import test_frames as study_test_frames
 from delegation_lab.credit.report import train_frames as study_train_frames
 from delegation_lab.credit.shapley import shapley_by_definition
 from delegation_lab.credit.study import run_study
-from delegation_lab.credit.params import CreditParams, TrajectoryParams
 from delegation_lab.errors import InputError
+from delegation_lab.layout import Layout
 from delegation_lab.store import TrajectoryWriter, connect
-from delegation_lab.tables import Layout, read_labeled_answers
+from delegation_lab.tables import read_labeled_answers
 
 from .conftest import REPO
 from .fake_cache import write_fake_cache
@@ -177,7 +178,7 @@ def test_the_cli_writes_a_table_duckdb_reads(coordinator_project):
                               "--method", "delegation.dqn_map"])
     assert res.exit_code == 0, res.output
     assert "coalitions/s" in res.output and "delegation.dqn_map" in res.output
-    path = credit_path(Layout(coordinator_project), "coordinator")
+    path = Layout(coordinator_project).credit("coordinator")
     assert path.exists()
     con = connect(Layout(coordinator_project))
     try:

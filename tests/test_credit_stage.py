@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from delegation_lab.config import deep_merge, read_yaml
+from delegation_lab.layout import Layout
 from delegation_lab.paper import paper_vs_ours
-from delegation_lab.store import SUMMARY_SCHEMA, connect
-from delegation_lab.tables import Layout
+from delegation_lab.schemas import SUMMARY_SCHEMA
+from delegation_lab.store import connect
 
 from .conftest import BIN, REPO, make_project, run
 

@@ -16,17 +16,12 @@ import pytest
 
 from delegation_lab.config import FrontierParams
 from delegation_lab.data.items import Item, items_frame
-from delegation_lab.evaluation.outcomes import read_outcomes, write_outcomes
+from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.frontier import DEFAULT_VERIFIER, build_frontier
-from delegation_lab.store import CREDIT_SCHEMA, TrajectoryWriter, connect, frontier_path, write_summaries
-from delegation_lab.tables import (
-    ANSWERS_SCHEMA,
-    LABELS_SCHEMA,
-    Layout,
-    read_labeled_answers,
-    write_json_atomic,
-    write_parquet_atomic,
-)
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import ANSWERS_SCHEMA, CREDIT_SCHEMA, LABELS_SCHEMA
+from delegation_lab.store import TrajectoryWriter, connect, write_summaries
+from delegation_lab.tables import read_labeled_answers, read_outcomes, write_json_atomic, write_parquet_atomic
 
 streamlit_testing = pytest.importorskip("streamlit.testing.v1")
 AppTest = streamlit_testing.AppTest
@@ -180,8 +175,8 @@ def build_project(root: Path) -> Path:
     params = FrontierParams(mixture_points=3)
     labeled = read_labeled_answers(layout).filter(pl.col("split") == params.split)
     table, metrics = build_frontier(labeled, pl.DataFrame(summaries), params, "synthetic",
-                                    outcomes=read_outcomes(root / "results" / "outcomes"))
-    write_parquet_atomic(table, frontier_path(layout))
+                                    outcomes=read_outcomes(Layout(root)))
+    write_parquet_atomic(table, layout.frontier)
     write_json_atomic({"dataset": "synthetic", "split": params.split, **metrics}, layout.metrics("frontier"))
     write_json_atomic(PAPER_METRICS, layout.metrics(STUDY))
     write_json_atomic(GAME_PAPER, layout.metrics(GAME))

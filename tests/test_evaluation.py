@@ -18,8 +18,10 @@ from delegation_lab.evaluation import (
     uniforms,
     wilson_interval,
 )
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA, read_outcomes, write_outcomes
-from delegation_lab.tables import Layout
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import OUTCOME_SCHEMA
+from delegation_lab.tables import read_outcomes
 
 ITEMS = [f"item{i}" for i in range(20_000)]
 
@@ -118,7 +120,7 @@ def test_outcomes_table_contract(tmp_path):
                          "split": ["test", "test"], "dataset": ["arith"] * 2, "verifier": ["gold"] * 2,
                          "item_id": ["a", "b"], "correct": [True, False], "cost_usd": [0.1, 0.2]})
     write_outcomes(layout, "s", rows)
-    back = read_outcomes(tmp_path / "results" / "outcomes")
+    back = read_outcomes(Layout(tmp_path))
     assert back.schema == pl.Schema(OUTCOME_SCHEMA) and back["correct"].to_list() == [1.0, 0.0]
     with pytest.raises(InputError, match="duplicate"):
         write_outcomes(layout, "s", pl.concat([rows, rows]))

@@ -10,14 +10,22 @@ import pytest
 
 from delegation_lab.config import DataParams, FrontierParams, Price, ReplayParams, SolverParams
 from delegation_lab.data import build_items
-from delegation_lab.frontier import (
-    Anchors, SolverMatrix, aiq, apgr, baseline_points, build_frontier, cascade_outcome, cpt, hull, pareto_mask,
-)
 from delegation_lab.evaluation import IntervalParams, Verifier
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
+from delegation_lab.frontier import (
+    Anchors,
+    SolverMatrix,
+    aiq,
+    apgr,
+    baseline_points,
+    build_frontier,
+    cascade_outcome,
+    cpt,
+    hull,
+    pareto_mask,
+)
 from delegation_lab.labeling.matchers import imported_correct
+from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 from delegation_lab.solvers import build_solver
-from delegation_lab.store import SUMMARY_SCHEMA
 
 DEFAULT_NAME = Verifier("judge", 0.02, 0.03).name
 ANCHORS = Anchors(weak_cost=1.0, weak_acc=0.5, strong_cost=3.0, strong_acc=0.9)

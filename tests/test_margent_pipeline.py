@@ -17,11 +17,12 @@ from delegation_lab.config import ArithParams
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
 from delegation_lab.errors import InputError
+from delegation_lab.layout import Layout
 from delegation_lab.margent import study
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.paper import paper_vs_ours
-from delegation_lab.store import SUMMARY_SCHEMA, run_query
-from delegation_lab.tables import Layout
+from delegation_lab.schemas import SUMMARY_SCHEMA
+from delegation_lab.sealed_query import run_query
 
 from .conftest import BIN, REPO, env_with_venv, make_project, run
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from delegation_lab.paper import paper_vs_ours
-from delegation_lab.store import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 
 from .conftest import BIN, make_project, run
 

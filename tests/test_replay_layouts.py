@@ -29,7 +29,7 @@ from delegation_lab.data.items import Item, make_item_id
 from delegation_lab.data.replay import load_replay_items
 from delegation_lab.params_model import ConfigError
 from delegation_lab.solvers.base import Solver
-from delegation_lab.solvers.replay import ReplayBackend, ReplayError, file_sha256, import_report, load_cache, read_cache
+from delegation_lab.solvers.replay import ReplayBackend, ReplayError, file_sha256, load_cache, read_cache
 
 MIX = "mistralai/Mixtral-8x7B-Instruct-v0.1"
 GPT = "gpt-4-1106-preview"
@@ -360,7 +360,8 @@ def project_params() -> dict:
 
 def test_the_coordinator_reads_a_domain_keyed_ability_map(tmp_path):
     from delegation_lab.coordinator.data import load_coordinator_data
-    from delegation_lab.tables import SPLITS, read_items, read_labeled_answers, write_parquet_atomic
+    from delegation_lab.schemas import SPLITS
+    from delegation_lab.tables import read_items, read_labeled_answers, write_parquet_atomic
 
     from .fake_cache import write_fake_cache
 

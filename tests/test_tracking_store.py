@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 from delegation_lab.cli import app
 from delegation_lab.config import TrackingParams
 from delegation_lab.errors import InputError
+from delegation_lab.layout import Layout
 from delegation_lab.runs import compare_runs
-from delegation_lab.store import TrajectoryWriter, connect, run_query, trajectories_root, write_summaries
-from delegation_lab.tables import Layout
+from delegation_lab.sealed_query import run_query
+from delegation_lab.store import TrajectoryWriter, connect, write_summaries
 from delegation_lab.tracking import Tracker, owner_is_gone, owner_tags, project_root, resolve_uri
 
 from .conftest import BIN, REPO, run
@@ -198,7 +199,7 @@ def test_trajectory_writer_partitions_and_replaces(tmp_path: Path):
             w.add("m1", 0, steps(4, episode))  # 8 rows buffered -> one part flushed, 4 left for commit
         w.add("m1", 1, steps(3))
         w.add("m2", 0, pl.DataFrame(steps(4)).with_columns(pl.lit('{"attempt": 1}').alias("extra")))
-    parts = sorted(p.relative_to(trajectories_root(layout)).as_posix() for p in trajectories_root(layout).rglob("*.parquet"))
+    parts = sorted(p.relative_to(layout.trajectories_dir).as_posix() for p in layout.trajectories_dir.rglob("*.parquet"))
     assert parts[0] == "study=study1/method=m1/seed=0/part-00000.parquet" and len(parts) == 4
     con = connect(layout)
     assert con.sql("select count(*) from trajectories").fetchall() == [(19,)]
@@ -213,7 +214,7 @@ def test_trajectory_writer_partitions_and_replaces(tmp_path: Path):
             w.add("m4", 0, steps(2))
             raise RuntimeError("crash mid-study")
     assert connect(layout).sql("select distinct method from trajectories").fetchall() == [("m3",)]  # old kept
-    assert not list(trajectories_root(layout).glob(".staging-*"))
+    assert not list(layout.trajectories_dir.glob(".staging-*"))
 
 
 def test_trajectory_writer_rejects_bad_columns(tmp_path: Path):

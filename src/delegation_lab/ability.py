@@ -4,13 +4,13 @@ measured on the ability split only (never on the items a policy trains or is tes
 
 from __future__ import annotations
 
-
 import numpy as np
 import polars as pl
 
 from delegation_lab.config import AbilityMapParams
 from delegation_lab.evaluation.statistics import wilson_interval
-from delegation_lab.tables import ABILITY_MAP_SCHEMA, conform
+from delegation_lab.schemas import ABILITY_MAP_SCHEMA
+from delegation_lab.tables import conform
 
 
 def bucket_of(difficulty: np.ndarray | list[int], edges: list[int] | None) -> np.ndarray:

@@ -11,6 +11,7 @@ import yaml
 
 from delegation_lab.config import deep_merge, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
+from delegation_lab.layout import Layout
 
 app = typer.Typer(help="delegation-lab: cost-aware delegation experiments.", no_args_is_help=True)
 params_app = typer.Typer(help="Inspect and apply params.yaml profiles and docs.", no_args_is_help=True)
@@ -87,7 +88,7 @@ def params_profile(
 @app.command("calibrate")
 def calibrate(
     targets: Annotated[list[str], typer.Argument(help="SOLVER=ACCURACY pairs, e.g. A=0.967 B=0.845")],
-    items: Annotated[Path, typer.Option(help="items whose difficulties define the mix")] = Path("data/items/ability.parquet"),
+    items: Annotated[Path, typer.Option(help="items whose difficulties define the mix")] = Layout().items("ability"),
     params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
 ) -> None:
     """Print the simulated `skill` that gives each solver its target accuracy on these difficulties."""
@@ -114,7 +115,7 @@ def import_cache(
     format: Annotated[str, typer.Option(
         help="routellm_csv | routerbench_pickle | llmrouterbench_json | routerarena_jsonl | long_table | parquet"
     )] = "routellm_csv",
-    items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Path("data/items"),
+    items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Layout().items_dir,
     field: Annotated[list[str] | None, typer.Option(
         help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
     )] = None,
@@ -164,8 +165,8 @@ def query(
     and the connection cannot open any file; lists and structs print as JSON in csv."""
     import polars as pl
 
+    from delegation_lab.layout import Layout
     from delegation_lab.sealed_query import query_rows, render
-    from delegation_lab.tables import Layout
 
     if format not in ("table", "csv", "json"):
         fail(f"--format must be table, csv or json (got {format!r})", 2)
@@ -240,7 +241,7 @@ def runs_prune(
 
 @app.command("report")
 def report(
-    metrics_dir: Annotated[Path, typer.Option(help="folder of <study>.json metrics")] = Path("metrics"),
+    metrics_dir: Annotated[Path, typer.Option(help="folder of <study>.json metrics")] = Layout().metrics_dir,
     out: Annotated[Path | None, typer.Option(help="write the output here instead of printing")] = None,
     format: Annotated[str, typer.Option(help="markdown | json (rows: study, key, paper, ours, difference, provenance, why)")] = "markdown",
     headline: Annotated[bool, typer.Option(help="the README's table: computed rows only, then the calibrated inputs and settings")] = False,
@@ -309,20 +310,20 @@ def route(
     questions: Annotated[list[str], typer.Argument(help="questions to route")],
     router: Annotated[str, typer.Option(help="saved router: knn, mlp, mf, cluster, threshold, learned_cascade, best_single, random")] = "knn",
     op: Annotated[str | None, typer.Option(help="operating point label, e.g. lambda=0.2 (default: the router's first)")] = None,
-    models: Annotated[Path, typer.Option(help="folder of saved routers")] = Path("models/routers"),
+    models: Annotated[Path, typer.Option(help="folder of saved routers")] = Layout().router("x").parent,
 ) -> None:
     """Route new questions with a router the `routers` stage saved: chosen solver, predicted scores, expected cost."""
     from delegation_lab.routers.serve import route_questions
 
     try:
-        typer.echo(route_questions(models / f"{router}.npz", op, questions), nl=False)
+        typer.echo(route_questions(models / Layout().router(router).name, op, questions), nl=False)
     except InputError as e:
         fail(f"route: {e}")
 
 
 @app.command("frontier-table")
 def frontier_table(
-    metrics: Annotated[Path, typer.Argument(help="a frontier metrics file")] = Path("metrics/frontier.json"),
+    metrics: Annotated[Path, typer.Argument(help="a frontier metrics file")] = Layout().metrics("frontier"),
     kinds: Annotated[str, typer.Option(help="comma-separated kinds to list")] = "single,cascade,study,oracle",
     out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
 ) -> None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from delegation_lab.layout import Layout
+
 SPAN = re.compile(r"<!--\s*m:(?P<study>[^:\s>]+):(?P<key>[^:\s>]+)(?::(?P<fmt>[^\s>]*))?\s*-->(?P<value>.*?)<!--\s*/m\s*-->")
 DEFAULT_FMT = ".4g"
 _INLINE_CODE = re.compile(r"`[^`]*`")
@@ -105,7 +107,7 @@ def scan(root: Path, files: list[Path] | None = None) -> list[Span]:
 
     def metrics(study: str) -> Any:
         if study not in cache:
-            path = root / "metrics" / f"{study}.json"
+            path = Layout(root).metrics(study)
             try:
                 cache[study] = json.loads(path.read_text())
             except (OSError, json.JSONDecodeError) as e:
@@ -121,14 +123,14 @@ def scan(root: Path, files: list[Path] | None = None) -> list[Span]:
                 shown = line[m.start("value"):m.end("value")]
                 data, expected, problem = metrics(study), None, None
                 if isinstance(data, Exception):
-                    problem = f"metrics/{study}.json cannot be read ({type(data).__name__})"
+                    problem = f"{Layout().metrics(study)} cannot be read ({type(data).__name__})"
                 else:
                     try:
                         expected = render(lookup(data, key), fmt)
                     except KeyError as e:
-                        problem = f"metrics/{study}.json has no key {key!r} (missing: {e.args[0]!r})"
+                        problem = f"{Layout().metrics(study)} has no key {key!r} (missing: {e.args[0]!r})"
                     except ValueError as e:
-                        problem = f"metrics/{study}.json {key!r} {e} (format {fmt or DEFAULT_FMT!r})"
+                        problem = f"{Layout().metrics(study)} {key!r} {e} (format {fmt or DEFAULT_FMT!r})"
                 shown_rel = file.relative_to(root) if file.is_relative_to(root) else file
                 spans.append(Span(shown_rel, number, study, key, fmt, shown, expected, problem))
     return spans

@@ -188,7 +188,9 @@ def read_embeddings(root: Path) -> Any:
     features); an error naming the folder unless exactly one is there."""
     import polars as pl
 
-    folder = Path(root) / "data" / "embeddings"
+    from delegation_lab.layout import Layout
+
+    folder = Layout(Path(root)).embeddings_dir
     files = sorted(folder.glob("*.parquet"))
     if len(files) != 1:
         raise InputError(f"{folder}: expected one embeddings table (the `embed` stage's), found {len(files)}; run `dvc repro embed`")

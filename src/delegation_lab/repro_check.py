@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from delegation_lab.layout import Layout
+
 FRONTIER_PAIRS = {"accuracy_ci": "best_accuracy", "cost_ci": "best_accuracy_cost_per_item_usd"}
 
 
@@ -81,7 +83,7 @@ def committed_metrics(root: Path, rev: str, name: str) -> dict | None:
 
 def check_tree(root: Path, rev: str = "HEAD") -> list[Check]:
     checks = []
-    for path in sorted((root / "metrics").glob("*.json")):
+    for path in sorted(Layout(root).metrics_dir.glob("*.json")):
         old = committed_metrics(root, rev, path.name)
         if old is not None:
             checks.extend(compare(path.name, old, json.loads(path.read_text())))

@@ -32,8 +32,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from delegation_lab.errors import InputError
-from delegation_lab.store import empty_view, view_layout
-from delegation_lab.tables import Layout
+from delegation_lab.layout import Layout
+from delegation_lab.views import empty_view, view_layout
 
 # `[comments] EXPLAIN [ANALYZE] [(options)] <inner>`; anything this does not match is refused
 EXPLAIN_PREFIX = re.compile(
@@ -96,16 +96,17 @@ def _parse(sql: str) -> list[Any]:
 def readable_roots(root: Path) -> list[Path]:
     """Where a view's file may really live: data/, results/, and the DVC cache (.dvc/cache, or the
     `cache.dir` of .dvc/config / .dvc/config.local)."""
-    roots = [root / "data", root / "results", root / ".dvc" / "cache"]
+    layout = Layout(root)
+    roots = [layout.data_dir, layout.results_dir, layout.dvc_dir / "cache"]
     for name in ("config", "config.local"):
         config = configparser.ConfigParser(interpolation=None)
         try:
-            config.read(root / ".dvc" / name)
+            config.read(layout.dvc_dir / name)
         except configparser.Error:
             continue
         cache_dir = config.get("cache", "dir", fallback=None)
         if cache_dir:
-            roots.append(root / ".dvc" / Path(cache_dir).expanduser())
+            roots.append(layout.dvc_dir / Path(cache_dir).expanduser())
     return [r.resolve() for r in roots]
 
 
@@ -259,3 +260,8 @@ def render(frame: pl.DataFrame, fmt: str) -> str:
         writer.writerows([_text(v) for v in row] for row in rows)
         return out.getvalue()
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def run_query(layout: Layout, sql: str, timeout_s: float = 30.0) -> pl.DataFrame:
+    """Every row of one checked read statement over the sealed views."""
+    return query_rows(layout, sql, timeout_s=timeout_s, max_rows=None).frame

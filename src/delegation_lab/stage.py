@@ -18,7 +18,7 @@ from pathlib import Path
 
 from delegation_lab.config import Params, load_params
 from delegation_lab.errors import ConfigError, InputError
-from delegation_lab.tables import Layout
+from delegation_lab.layout import Layout
 from delegation_lab.tracking import Tracker
 
 
@@ -51,12 +51,12 @@ def _cpu_seconds() -> float:
 
 
 def write_timings(ctx: StageContext, label: str, wall: float, cpu: float) -> None:
-    """metrics/timings/<stage>.json: wall and CPU seconds and the phases, so `dvc metrics diff` shows a
+    """Write metrics/timings/<stage>.json: wall and CPU seconds and the phases, so `dvc metrics diff` shows a
     slowdown like any other regression."""
     from delegation_lab.tables import write_json_atomic
 
     write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": ctx.phases},
-                      ctx.layout.root / "metrics" / "timings" / f"{label}.json")
+                      ctx.layout.timings(label))
 
 
 def run_stage(

@@ -12,7 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.tables import Layout, write_csv_atomic, write_json_atomic, write_parquet_atomic
+from delegation_lab.layout import Layout
+from delegation_lab.tables import write_csv_atomic, write_json_atomic, write_parquet_atomic
 
 SKIPPED = "skipped"
 
@@ -48,25 +49,24 @@ def write_skipped(
     reason: str,
     *,
     extra_metrics: dict[str, Any] | None = None,
-    tables: dict[str, dict[str, pl.DataType]] | None = None,
-    csvs: dict[str, list[str]] | None = None,
-    dirs: list[str] = (),
-    figures: list[str] = (),
-    files: list[str] = (),
+    tables: dict[Path, dict[str, pl.DataType]] | None = None,
+    csvs: dict[Path, list[str]] | None = None,
+    dirs: list[Path] = (),
+    figures: list[Path] = (),
+    files: list[Path] = (),
 ) -> None:
-    """Write the skipped stage's outputs (paths relative to the project root) and its metrics."""
-    root = layout.root
-    for rel, schema in (tables or {}).items():
-        write_parquet_atomic(pl.DataFrame(schema=schema), root / rel)
-    for rel, header in (csvs or {}).items():
-        write_csv_atomic(pl.DataFrame(schema={c: pl.String for c in header}), root / rel)
-    for rel in dirs:
-        (root / rel).mkdir(parents=True, exist_ok=True)
-        (root / rel / "SKIPPED.txt").write_text(reason + "\n")  # DVC tracks a folder with a file in it
-    for rel in figures:
-        placeholder_figure(root / rel, f"{metrics_name}: skipped\n{reason}")
-    for rel in files:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(b"")
+    """Write the skipped stage's outputs (paths from `layout`) and its metrics."""
+    for path, schema in (tables or {}).items():
+        write_parquet_atomic(pl.DataFrame(schema=schema), path)
+    for path, header in (csvs or {}).items():
+        write_csv_atomic(pl.DataFrame(schema={c: pl.String for c in header}), path)
+    for path in dirs:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "SKIPPED.txt").write_text(reason + "\n")  # DVC tracks a folder with a file in it
+    for path in figures:
+        placeholder_figure(path, f"{metrics_name}: skipped\n{reason}")
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
     write_json_atomic({SKIPPED: reason, **(extra_metrics or {})}, layout.metrics(metrics_name))
     print(f"{metrics_name}: skipped: {reason}")

@@ -1,4 +1,4 @@
-"""Trajectories, summaries and read-only DuckDB views over every table.
+"""Writing trajectories and summaries, and the project's own read-only DuckDB connection.
 
 Trajectories: one row per decision step, hive-partitioned as
 `results/trajectories/study=<s>/method=<m>/seed=<k>/part-<n>.parquet`. A study rewrites its whole
@@ -21,51 +21,10 @@ import duckdb
 import polars as pl
 
 from delegation_lab.errors import InputError
-from delegation_lab.tables import Layout, conform, write_parquet_atomic
-
-# Columns stored in each part file; study / method / seed live in the partition path.
-TRAJECTORY_SCHEMA: dict[str, pl.DataType] = {
-    "episode": pl.Int64,
-    "step": pl.Int64,
-    "split": pl.String,
-    "item_id": pl.String,
-    "action": pl.String,
-    "executors": pl.List(pl.String),
-    "correct": pl.Boolean,
-    "cost_usd": pl.Float64,
-    "reward": pl.Float64,
-    "calls": pl.Int64,
-    "extra": pl.String,  # JSON object: study-specific facts of the step
-}
-
-SUMMARY_SCHEMA: dict[str, pl.DataType] = {
-    "study": pl.String,
-    "method": pl.String,
-    "seed": pl.Int64,
-    "split": pl.String,
-    "operating_point": pl.String,
-    "accuracy": pl.Float64,
-    "cost_per_item_usd": pl.Float64,
-    "calls_per_item": pl.Float64,
-    "return": pl.Float64,  # nullable: studies without an RL return leave it empty
-    "n_items": pl.Int64,
-    "dataset": pl.String,
-    "solver_set": pl.String,  # comma-joined solver names the method could use
-    "run_id": pl.String,  # MLflow run that produced the row (nullable)
-    "verifier": pl.String,  # the Verifier.name whose verdicts made the method's accept decisions
-}
-
-
-def trajectories_root(layout: Layout) -> Path:
-    return layout.root / "results" / "trajectories"
-
-
-def summaries_path(layout: Layout, study: str) -> Path:
-    return layout.root / "results" / "summaries" / f"{study}.parquet"
-
-
-def frontier_path(layout: Layout) -> Path:
-    return layout.root / "results" / "frontier.parquet"
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.tables import conform, write_parquet_atomic
+from delegation_lab.views import empty_view, view_layout
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -82,7 +41,7 @@ class TrajectoryWriter:
     """
 
     def __init__(self, layout: Layout, study: str, flush_rows: int = 200_000):
-        self.root = trajectories_root(layout)
+        self.root = layout.trajectories_dir
         self.study = _check_name("study", study)
         self.flush_rows = flush_rows
         self.staging = self.root / f".staging-{study}-{uuid.uuid4().hex[:8]}" / f"study={study}"
@@ -159,48 +118,11 @@ def write_summaries(layout: Layout, study: str, rows: pl.DataFrame | list[dict[s
         frame = conform(frame, SUMMARY_SCHEMA, f"summaries of {study}").select(list(SUMMARY_SCHEMA))
     except ValueError as e:
         raise InputError(str(e)) from None
-    return write_parquet_atomic(frame, summaries_path(layout, study))
-
-
-# ---------------------------------------------------------------------------------------------
-# DuckDB views
-
-
-def _sql_type(dtype: pl.DataType) -> str:
-    mapping = {pl.String: "VARCHAR", pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.Boolean: "BOOLEAN"}
-    if isinstance(dtype, pl.List):
-        return _sql_type(dtype.inner) + "[]"
-    if isinstance(dtype, pl.Datetime):
-        return "TIMESTAMPTZ"
-    return mapping.get(dtype, "VARCHAR")
-
-
-def empty_view(con: duckdb.DuckDBPyConnection, name: str, schema: dict[str, pl.DataType]) -> None:
-    cols = ", ".join(f"CAST(NULL AS {_sql_type(t)}) AS \"{c}\"" for c, t in schema.items())
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false")
+    return write_parquet_atomic(frame, layout.summaries(study))
 
 
 def _quote(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
-
-
-def view_layout(root: Path) -> dict[str, tuple[Path, str, dict[str, pl.DataType], bool]]:
-    """Each view: (folder, glob of its Parquet files, schema of the empty view, hive-partitioned)."""
-    from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
-    from delegation_lab.tables import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
-
-    trajectory_schema = {"study": pl.String, "method": pl.String, "seed": pl.Int64, **TRAJECTORY_SCHEMA}
-    return {
-        "items": (root / "data" / "items", "*.parquet", ITEMS_SCHEMA, False),
-        "answers": (root / "data" / "answers", "*.parquet", ANSWERS_SCHEMA, False),
-        "summaries": (root / "results" / "summaries", "*.parquet", SUMMARY_SCHEMA, False),
-        "outcomes": (root / "results" / "outcomes", "*.parquet", OUTCOME_SCHEMA, False),  # item-level, held-out
-        "credit": (root / "results" / "credit", "*.parquet", CREDIT_SCHEMA, False),  # `dlab credit` tables
-        "trajectories": (root / "results" / "trajectories", "study=*/method=*/seed=*/*.parquet", trajectory_schema, True),
-        "labels": (root / "data", "labels.parquet", LABELS_SCHEMA, False),
-        "ability_map": (root / "data", "ability_map.parquet", ABILITY_MAP_SCHEMA, False),
-        "frontier": (root / "results", "frontier.parquet", FRONTIER_SCHEMA, False),
-    }
 
 
 def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
@@ -217,41 +139,3 @@ def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
         else:
             empty_view(con, name, schema)
     return con
-
-
-def run_query(layout: Layout, sql: str, timeout_s: float = 30.0) -> pl.DataFrame:
-    """Every row of one checked read statement over the sealed views (see `sealed_query`)."""
-    from delegation_lab.sealed_query import query_rows
-
-    return query_rows(layout, sql, timeout_s=timeout_s, max_rows=None).frame
-
-
-# Per-agent Shapley credit of replayed trajectories (results/credit/<study>.parquet, `dlab credit`).
-CREDIT_SCHEMA: dict[str, pl.DataType] = {
-    "study": pl.String, "method": pl.String, "seed": pl.Int64, "split": pl.String, "episode": pl.Int64,
-    "step": pl.Int64, "rollout": pl.Int64, "item_id": pl.String, "agent": pl.String, "role": pl.String,
-    "credit": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "v_full": pl.Float64, "v_empty": pl.Float64,
-    "n_agents": pl.Int64, "estimator": pl.String,
-}
-
-FRONTIER_SCHEMA: dict[str, pl.DataType] = {
-    "method": pl.String,
-    "operating_point": pl.String,
-    "dataset": pl.String,
-    "study": pl.String,  # `baselines` for the solver-only references
-    "kind": pl.String,  # single | mixture | cascade | oracle | study
-    "accuracy": pl.Float64,
-    "accuracy_std": pl.Float64,
-    "cost_per_item_usd": pl.Float64,
-    "cost_std": pl.Float64,
-    "calls_per_item": pl.Float64,
-    "n_seeds": pl.Int64,
-    "solver_set": pl.String,
-    "run_ids": pl.String,  # comma-joined MLflow runs behind the point
-    "accuracy_ci_low": pl.Float64,  # item-level bootstrap interval (null: the study wrote no outcomes)
-    "accuracy_ci_high": pl.Float64,
-    "cost_ci_low": pl.Float64,
-    "cost_ci_high": pl.Float64,
-    "on_pareto": pl.Boolean,
-    "verifier": pl.String,  # the verifier behind the point's accept decisions; one Pareto set per (dataset, verifier)
-}

@@ -1,4 +1,4 @@
-"""The data contracts of DESIGN.md: where each table lives, its columns, and atomic writes.
+"""Reading and writing the tables of DESIGN.md's data contracts (`schemas`) at their paths (`layout`).
 
 Every Parquet file is written to `*.tmp` then moved into place with `os.replace`, so a reader
 never sees a half-written table and a crash leaves the previous version intact.
@@ -8,101 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-SPLITS = ("ability", "train", "test")
-
-ITEMS_SCHEMA: dict[str, pl.DataType] = {
-    "item_id": pl.String,
-    "split": pl.String,
-    "question": pl.String,
-    "gold": pl.String,
-    "choices": pl.List(pl.String),
-    "difficulty": pl.Int64,
-    "domain": pl.String,
-    "source": pl.String,
-    "source_id": pl.String,
-    "program": pl.String,  # JSON list of steps (arith, gsm8k) or null
-}
-
-ANSWERS_SCHEMA: dict[str, pl.DataType] = {
-    "solver": pl.String,
-    "item_id": pl.String,
-    "request_hash": pl.String,
-    "role": pl.String,
-    "backend": pl.String,
-    "model": pl.String,
-    "answer_text": pl.String,
-    "parsed_answer": pl.String,
-    "tokens_in": pl.Int64,
-    "tokens_out": pl.Int64,
-    "cost_usd": pl.Float64,
-    "latency_s": pl.Float64,
-    "error": pl.String,
-    "created_at": pl.Datetime("us", "UTC"),
-    "extra": pl.String,  # JSON: backend-specific facts (imported correctness, estimated tokens, ...)
-}
-
-LABELS_SCHEMA: dict[str, pl.DataType] = {
-    "solver": pl.String,
-    "item_id": pl.String,
-    "request_hash": pl.String,
-    "correct": pl.Boolean,
-    "method": pl.String,  # programmatic | judge | imported
-    "programmatic": pl.Boolean,  # exact match against gold (null when gold is unknown)
-    "judge_verdict": pl.Boolean,  # null when this answer was not judged
-    "judge_model": pl.String,
-    "judge_tokens": pl.Int64,
-}
-
-ABILITY_MAP_SCHEMA: dict[str, pl.DataType] = {
-    "solver": pl.String,
-    "bucket": pl.Int64,  # lower edge of the difficulty bucket
-    "bucket_label": pl.String,
-    "n": pl.Int64,
-    "successes": pl.Int64,
-    "success_rate": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "mean_cost_usd": pl.Float64,
-}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Default paths of every table, relative to a project root."""
-
-    root: Path = Path(".")
-
-    def items(self, split: str) -> Path:
-        return self.root / "data" / "items" / f"{split}.parquet"
-
-    def answers(self, solver: str) -> Path:
-        return self.root / "data" / "answers" / f"{solver}.parquet"
-
-    def journal(self, cache_name: str) -> Path:
-        return self.root / "data" / ".journal" / cache_name
-
-    def judge_answers(self) -> Path:
-        return self.root / "data" / "judge" / "judge.parquet"
-
-    @property
-    def labels(self) -> Path:
-        return self.root / "data" / "labels.parquet"
-
-    @property
-    def ability_map(self) -> Path:
-        return self.root / "data" / "ability_map.parquet"
-
-    def metrics(self, name: str) -> Path:
-        return self.root / "metrics" / f"{name}.json"
-
-    def plots(self, study: str) -> Path:
-        return self.root / "plots" / study
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import OUTCOME_SCHEMA, SPLITS, SUMMARY_SCHEMA
 
 
 def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.DataFrame:
@@ -194,3 +106,26 @@ def read_labeled_answers(layout: Layout) -> pl.DataFrame:
         .join(items, on="item_id", how="inner")
         .sort(["split", "item_id", "solver"])
     )
+
+
+def read_summaries(layout: Layout) -> pl.DataFrame:
+    """Every study's summary rows (results/summaries/*.parquet) in the contract's columns. Rows written
+    before summaries recorded their verifier get a null `verifier` (the frontier keeps them apart)."""
+    files = sorted(layout.summaries_dir.glob("*.parquet"))
+    if not files:
+        return pl.DataFrame(schema=SUMMARY_SCHEMA)
+    frames = []
+    for f in files:
+        frame = pl.read_parquet(f)
+        if "verifier" not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("verifier"))
+        frames.append(frame.select(list(SUMMARY_SCHEMA)))
+    return pl.concat(frames, how="vertical_relaxed")
+
+
+def read_outcomes(layout: Layout) -> pl.DataFrame:
+    """Every study's item-level outcomes (results/outcomes/*.parquet) in the contract's columns."""
+    files = sorted(layout.outcomes_dir.glob("*.parquet"))
+    if not files:
+        return pl.DataFrame(schema=OUTCOME_SCHEMA)
+    return pl.concat([pl.read_parquet(f).select(list(OUTCOME_SCHEMA)) for f in files], how="vertical_relaxed")

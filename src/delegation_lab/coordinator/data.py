@@ -15,7 +15,8 @@ import polars as pl
 
 from delegation_lab.ability import bucket_of, domain_codes, lookup
 from delegation_lab.errors import InputError
-from delegation_lab.tables import Layout, read_items, read_labeled_answers
+from delegation_lab.layout import Layout
+from delegation_lab.tables import read_items, read_labeled_answers
 
 
 @dataclass(frozen=True)

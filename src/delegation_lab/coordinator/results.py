@@ -198,7 +198,7 @@ def provenance(study_blocks: dict[str, Any], learning_starts: int) -> dict[str, 
 
 def study_metrics(runs: list[MethodRun], late: int, packet_size: int,
                   intervals: IntervalParams = IntervalParams()) -> dict[str, Any]:
-    """metrics/coordinator.json content for the main (non-sweep) runs of every environment."""
+    """The content of metrics/coordinator.json for the main (non-sweep) runs of every environment."""
     out: dict[str, Any] = {}
     n_items = next(r.test.table.n_items for r in runs)
     boot = ItemBootstrap(n_items, intervals.resamples, intervals.confidence, intervals.seed)

@@ -24,13 +24,12 @@ from delegation_lab.coordinator import baselines
 from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
 from delegation_lab.coordinator.data import CoordinatorData, SolverTable, check_solver_names, load_coordinator_data
 from delegation_lab.coordinator.dqn import GreedyPolicy, TrainResult, train_batched
-from delegation_lab.coordinator.params import DqnParams
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
-from delegation_lab.coordinator.params import CoordinatorParams
+from delegation_lab.coordinator.params import CoordinatorParams, DqnParams
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.layout import Layout
 from delegation_lab.parallel import spawn_pool
-from delegation_lab.tables import Layout
 from delegation_lab.torch_runtime import deterministic_torch, resolve_device
 
 

@@ -30,8 +30,8 @@ def credit_command(
     """Shapley credit of every agent of every stored trajectory: v(S) replays the trajectory with only
     the agents in S contributing (environment and others preserved); exact over all 2^n coalitions
     in one batched pass up to --exact-max-agents, permutation Monte Carlo with intervals beyond."""
-    from delegation_lab.credit.replay import compute_credit, credit_path, describe, summary_table
-    from delegation_lab.tables import Layout
+    from delegation_lab.credit.replay import compute_credit, describe, summary_table
+    from delegation_lab.layout import Layout
 
     if estimator not in ("auto", "exact", "monte_carlo", "leave_one_out"):
         typer.echo(f"error: --estimator must be auto, exact, monte_carlo or leave_one_out (got {estimator!r})", err=True)
@@ -53,4 +53,4 @@ def credit_command(
     with pl.Config(tbl_rows=60, tbl_cols=-1, tbl_width_chars=160):
         typer.echo(summary_table(run.frame))
     typer.echo(f"credit: {describe(run)}")
-    typer.echo(f"wrote {out or credit_path(layout, study)}")
+    typer.echo(f"wrote {out or layout.credit(study)}")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from delegation_lab.config import load_params
 from delegation_lab.credit.report import long_run_metrics
+from delegation_lab.layout import Layout
 from delegation_lab.tables import write_json_atomic
 from delegation_lab.torch_runtime import make_deterministic
 
@@ -36,7 +37,7 @@ def _commit() -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m delegation_lab.credit.long_run", description=__doc__)
     parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--out", default="metrics/credit_long_run.json")
+    parser.add_argument("--out", default=str(Layout().metrics("credit_long_run")))
     parser.add_argument("--iterations-factor", type=int, default=None, help="override credit.long_run.iterations_factor")
     args = parser.parse_args(argv)
     params = load_params(args.params)

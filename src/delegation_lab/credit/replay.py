@@ -30,14 +30,12 @@ import polars as pl
 from delegation_lab.credit.env import OUTCOME_NAMES, TeamGame, TeamRollouts
 from delegation_lab.credit.shapley import EXACT_MAX_AGENTS, Estimator, shapley
 from delegation_lab.errors import InputError
-from delegation_lab.store import CREDIT_SCHEMA, connect
-from delegation_lab.tables import Layout, write_parquet_atomic
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import CREDIT_SCHEMA
+from delegation_lab.store import connect
+from delegation_lab.tables import write_parquet_atomic
 
 REPLAYABLE = ("coordinator", "credit")
-
-
-def credit_path(layout: Layout, study: str) -> Path:
-    return layout.root / "results" / "credit" / f"{study}.parquet"
 
 
 @dataclass
@@ -75,7 +73,7 @@ def _partitions(layout: Layout, study: str, methods: list[str] | None, seeds: li
     finally:
         con.close()
     if not found:
-        raise InputError(f"results/trajectories/study={study}: no trajectories of study {study!r} under "
+        raise InputError(f"{Layout().trajectories(study)}: no trajectories of study {study!r} under "
                          f"{layout.root.resolve()}; run `dvc repro {study}` first")
     known = sorted({m for m, _ in found})
     if methods:
@@ -337,7 +335,7 @@ def compute_credit(layout: Layout, study: str, out: Path | None = None, **kwargs
     if frame.is_empty():
         raise InputError(f"no {study} trajectories to credit with these filters (split {kwargs.get('split', 'test')!r}"
                          + (f"; skipped single-agent runs {skipped}" if skipped else "") + ")")
-    write_parquet_atomic(frame, out or credit_path(layout, study))
+    write_parquet_atomic(frame, out or layout.credit(study))
     trajectories = frame.select("method", "seed", "split", "episode", "rollout", "step").unique().height
     return CreditRun(frame, trajectories, coalitions, max(seconds, 1e-12), skipped)
 

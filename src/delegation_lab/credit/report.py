@@ -22,9 +22,9 @@ from delegation_lab.credit.env import OUTCOME_NAMES, TOOL_NAMES, SingleRollouts,
 from delegation_lab.credit.grpo import method_p
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.study import MethodOutcome, StudyOutcome
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import DDOF, ItemBootstrap, mean_and_std, paired_bootstrap, seed_interval
+from delegation_lab.schemas import OUTCOME_SCHEMA
 
 DATASET = "sharp_multihop"  # the summaries' dataset: a simulated task, not the shared cached items
 # The summaries' verifier: no judge decides anything here. The environment's own reward (the simulated

@@ -10,7 +10,8 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from delegation_lab.errors import InputError
-from delegation_lab.tables import ITEMS_SCHEMA, conform
+from delegation_lab.schemas import ITEMS_SCHEMA
+from delegation_lab.tables import conform
 
 
 class Item(BaseModel):

@@ -9,24 +9,9 @@ from pathlib import Path
 import polars as pl
 
 from delegation_lab.errors import InputError
-from delegation_lab.tables import Layout, conform, write_parquet_atomic
-
-OUTCOME_SCHEMA: dict[str, pl.DataType] = {
-    "study": pl.String,
-    "method": pl.String,
-    "operating_point": pl.String,
-    "seed": pl.Int64,
-    "split": pl.String,
-    "dataset": pl.String,
-    "verifier": pl.String,
-    "item_id": pl.String,
-    "correct": pl.Float64,  # 0/1, or an expected value in [0, 1] (a random mixture)
-    "cost_usd": pl.Float64,
-}
-
-
-def outcomes_path(layout: Layout, study: str) -> Path:
-    return layout.root / "results" / "outcomes" / f"{study}.parquet"
+from delegation_lab.layout import Layout
+from delegation_lab.schemas import OUTCOME_SCHEMA
+from delegation_lab.tables import conform, write_parquet_atomic
 
 
 def write_outcomes(layout: Layout, study: str, rows: pl.DataFrame) -> Path:
@@ -42,11 +27,4 @@ def write_outcomes(layout: Layout, study: str, rows: pl.DataFrame) -> Path:
     dup = frame.height - frame.select(keys).n_unique()
     if dup:
         raise InputError(f"outcomes of {study}: {dup} duplicate (method, operating_point, seed, split, item_id) rows")
-    return write_parquet_atomic(frame, outcomes_path(layout, study))
-
-
-def read_outcomes(folder: Path) -> pl.DataFrame:
-    files = sorted(folder.glob("*.parquet"))
-    if not files:
-        return pl.DataFrame(schema=OUTCOME_SCHEMA)
-    return pl.concat([pl.read_parquet(f).select(list(OUTCOME_SCHEMA)) for f in files], how="vertical_relaxed")
+    return write_parquet_atomic(frame, layout.outcomes(study))

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from delegation_lab.layout import Layout
 from delegation_lab.params_model import ParamsModel
 
 
@@ -21,7 +22,7 @@ class VerifierParams(ParamsModel):
     false_negative_rate: float | None = Field(None, ge=0, le=1)
     """Judge kind: probability a right answer is rejected; null = the measured
     `agreement.all.judge_fn_rate` in `rates_from`."""
-    rates_from: str = "metrics/labels.json"
+    rates_from: str = Layout().metrics("labels").as_posix()
     """Label-stage metrics file (relative to the project root) holding the measured judge rates."""
     seed: int = 0
     """Base of the common random numbers: verdict(solver, item, seed) is the same in every method."""

@@ -25,6 +25,7 @@ import polars as pl
 
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation.params import VerifierParams
+from delegation_lab.layout import Layout
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -139,10 +140,10 @@ def build_verifier(params: VerifierParams, root: Path = Path("."), labels: pl.Da
         return Verifier("gold", seed=params.seed, source="gold labels")
     if params.kind == "cached":
         if labels is None:
-            labels = pl.read_parquet(root / "data" / "labels.parquet")
+            labels = pl.read_parquet(Layout(root).labels)
         judged = labels.filter(pl.col("judge_verdict").is_not_null())
         if judged.is_empty():
-            raise ConfigError("params.yaml", ["evaluation.verifier.kind: cached needs judge verdicts in data/labels.parquet (none found)"])
+            raise ConfigError("params.yaml", [f"evaluation.verifier.kind: cached needs judge verdicts in {Layout().labels} (none found)"])
         model = ",".join(sorted({str(m) for m in judged["judge_model"].drop_nulls().to_list()})) or "judge"
         verdicts = {(s, i): bool(v) for s, i, v in judged.select("solver", "item_id", "judge_verdict").iter_rows()}
         return Verifier("cached", seed=params.seed, source=model, verdicts=verdicts)

@@ -11,8 +11,9 @@ from delegation_lab.data.items import Item
 from delegation_lab.labeling.agreement import agreement_report, imported_agreement
 from delegation_lab.labeling.judge import run_judge, sample_for_judge
 from delegation_lab.labeling.matchers import match_frame
+from delegation_lab.schemas import LABELS_SCHEMA
 from delegation_lab.solvers.cache import AnswerCache, CacheRun
-from delegation_lab.tables import LABELS_SCHEMA, conform
+from delegation_lab.tables import conform
 
 __all__ = ["build_labels"]
 

@@ -17,6 +17,7 @@ from delegation_lab.data.items import Item, items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, paired_bootstrap
+from delegation_lab.layout import Layout
 from delegation_lab.margent import analysis, distill, evaluate, policy
 from delegation_lab.margent import paper_figures as paper
 from delegation_lab.margent.collect import CollectStats, build_tree, views_frame
@@ -269,7 +270,7 @@ def evaluate_all(
         torch.set_num_threads(margent.manager.cpu_threads)
     pools = set(trees["pool"].unique().to_list())
     if "test" not in pools:
-        raise InputError("results/margent/trees.parquet has no test tree; rerun `dvc repro margent_collect`")
+        raise InputError(f"{Layout().study_results('margent') / 'trees.parquet'} has no test tree; rerun `dvc repro margent_collect`")
     test = evaluate.TreeTable.from_frame(trees.filter((pl.col("pool") == "test") & ~pl.col("blank")), full)
     blank = evaluate.TreeTable.from_frame(trees.filter((pl.col("pool") == "test") & pl.col("blank")), full)
     dev = evaluate.TreeTable.from_frame(trees.filter((pl.col("pool") == "dev") & ~pl.col("blank")), full) if "dev" in pools else None

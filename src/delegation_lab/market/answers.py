@@ -26,6 +26,7 @@ import torch
 
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.layout import Layout
 from delegation_lab.market.engine import Worlds
 from delegation_lab.market.params import AnswersParams
 from delegation_lab.market.protocols import PROTOCOL_CODES
@@ -63,13 +64,13 @@ def solver_matrices(labeled: pl.DataFrame, solvers: list[str]) -> tuple[dict[str
     for split in ("train", "test"):
         part = rows.filter(pl.col("split") == split)
         if part.is_empty():
-            raise InputError(f"data/labels.parquet has no labeled `{split}` items for solvers {solvers}; run `dvc repro label`")
+            raise InputError(f"{Layout().labels} has no labeled `{split}` items for solvers {solvers}; run `dvc repro label`")
         wide_c = part.pivot(on="solver", index=["item_id", "difficulty"], values="correct").sort("item_id")
         wide_k = part.pivot(on="solver", index="item_id", values="cost_usd").sort("item_id")
         incomplete = wide_c.select(solvers).null_count().sum_horizontal().item() + wide_k.select(solvers).null_count().sum_horizontal().item()
         if incomplete:
             raise InputError(
-                f"data/labels.parquet: {incomplete} ({split} item, solver) answers are missing for {solvers}; "
+                f"{Layout().labels}: {incomplete} ({split} item, solver) answers are missing for {solvers}; "
                 "every solver must have answered every item (run `dvc repro label`)"
             )
         out[split] = SplitMatrix(

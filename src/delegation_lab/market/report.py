@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, seed_interval
 from delegation_lab.market.chain import cheapest_costs
 from delegation_lab.market.paper import GRAPH_CLAIMS, chain_claims, other_reading_claims, provenance_block
 from delegation_lab.market.params import GraphParams
-from delegation_lab.paper import paper_vs_ours
 from delegation_lab.market.study import WorldResult, operating_point
+from delegation_lab.paper import paper_vs_ours
+from delegation_lab.schemas import OUTCOME_SCHEMA
 from delegation_lab.tables import write_csv_atomic
 
 CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task", "welfare")
@@ -289,7 +289,7 @@ def nanmean_rows(stacked: np.ndarray) -> np.ndarray:
 
 
 def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10) -> list[Path]:
-    """plots/market/: chain success and margin vs N, chain learning curves, answers frontier and curves."""
+    """The figures of plots/market/: chain success and margin vs N, chain learning curves, answers frontier and curves."""
     written: list[Path] = []
     chain = group([w for w in worlds if w.domain == "chain" and w.group == "main"])
     by_pair: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)

@@ -18,9 +18,9 @@ from delegation_lab.config import Price, SimulatedParams, SolverParams
 from delegation_lab.data.items import Item
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import statistics as stats
-from delegation_lab.evaluation.outcomes import OUTCOME_SCHEMA
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.layout import Layout
 from delegation_lab.redref.bandit import SweepResult, judge_noise_sweep, loglog_slope
 from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached, verdict_rows
 from delegation_lab.redref.controller import Redref, merge_sections
@@ -37,6 +37,7 @@ from delegation_lab.redref.judge import (
 from delegation_lab.redref.memory import BeliefState, Embedder, KnownTexts, similarity
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.redref.tasks import RELATED, SplitKnowledgeBackend, TaskPool, Zoo, build_zoo, generate_tasks
+from delegation_lab.schemas import OUTCOME_SCHEMA
 from delegation_lab.solvers.base import Solver
 from delegation_lab.solvers.pricing import messages_tokens
 
@@ -467,13 +468,13 @@ def cached_inputs(labeled: pl.DataFrame, items: pl.DataFrame, params: RedrefPara
     have = set(labeled["solver"].unique().to_list())
     missing = [s for s in wanted if s not in have]
     if missing:
-        raise InputError(f"data/labels.parquet has no labels for solver(s) {missing}; run `dvc repro label`")
+        raise InputError(f"{Layout().labels} has no labels for solver(s) {missing}; run `dvc repro label`")
     if len(wanted) < 2:
         raise InputError(f"redref.cached.solvers: routing needs at least two solvers, got {wanted}")
     lab = labeled.filter(pl.col("solver").is_in(wanted))
     test_ids = lab.filter(pl.col("split") == "test")["item_id"].unique().sort().to_list()
     if not test_ids:
-        raise InputError("data/labels.parquet has no test-split labels; run `dvc repro label`")
+        raise InputError(f"{Layout().labels} has no test-split labels; run `dvc repro label`")
     train_ids = lab.filter(pl.col("split") == "train")["item_id"].unique().sort().to_list()
     warm = params.cached.warm_start
     if warm > len(train_ids):
@@ -485,7 +486,7 @@ def cached_inputs(labeled: pl.DataFrame, items: pl.DataFrame, params: RedrefPara
     counts = sub.group_by("item_id").agg(pl.col("solver").n_unique().alias("n"))
     short = counts.filter(pl.col("n") < len(wanted))
     if short.height or counts.height < len(ids):
-        raise InputError(f"data/labels.parquet: {max(short.height, len(ids) - counts.height)} item(s) lack a label for some of {wanted}")
+        raise InputError(f"{Layout().labels}: {max(short.height, len(ids) - counts.height)} item(s) lack a label for some of {wanted}")
     order = pl.DataFrame({"item_id": ids, "pos": np.arange(len(ids))})
 
     def wide(col: str, dtype: Any) -> np.ndarray:

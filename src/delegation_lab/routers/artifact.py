@@ -15,10 +15,6 @@ from delegation_lab.routers import ROUTERS, Router
 from delegation_lab.routers.params import RoutersParams
 
 
-def router_path(root: Path, name: str) -> Path:
-    return root / "models" / "routers" / f"{name}.npz"
-
-
 def save_router(router: Router, path: Path, embedder: str, params: RoutersParams) -> Path:
     section = getattr(params, router.name, None)
     header = {"router": router.name, "solvers": router.solvers, "embedder": embedder,

@@ -1,4 +1,4 @@
-"""metrics/routers.json: every router's operating points on test (mean over seeds, item-level
+"""The content of metrics/routers.json: every router's operating points on test (mean over seeds, item-level
 bootstrap intervals paired across routers, seeds resampled too), its dev figures, fit and routing
 speed, the single solvers and the oracle, the field's metrics, and the strong-weak gap recovered at
 under half the strong solver's cost (RouteLLM's question)."""

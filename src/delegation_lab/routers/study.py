@@ -17,9 +17,10 @@ import polars as pl
 from delegation_lab.embeddings import read_embeddings
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import Verifier, uniforms
+from delegation_lab.layout import Layout
 from delegation_lab.routers import ROUTERS, Inputs, Outcome, Router, build_router
 from delegation_lab.routers.params import RoutersParams
-from delegation_lab.tables import Layout, read_labeled_answers
+from delegation_lab.tables import read_labeled_answers
 
 STUDY = "routers"
 TEXT_COLUMNS = ("n_chars", "n_words", "n_digits", "difficulty")
@@ -53,7 +54,7 @@ def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams)
     labeled = read_labeled_answers(layout).filter(pl.col("split").is_in(["train", "test"]))
     missing = sorted(set(solvers) - set(labeled["solver"].unique().to_list()))
     if missing:
-        raise InputError(f"data/labels.parquet: no labels for solver(s) {missing}; run `dvc repro label`")
+        raise InputError(f"{Layout().labels}: no labels for solver(s) {missing}; run `dvc repro label`")
     wide = {}
     for value in ("correct", "cost_usd"):
         wide[value] = labeled.pivot(on="solver", index=["item_id", "split"], values=value).select("item_id", "split", *solvers)
