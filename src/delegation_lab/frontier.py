@@ -421,8 +421,6 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
     m = SolverMatrix.from_labeled(labeled_split)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
     study_points = pl.DataFrame()
-    if "verifier" not in summaries.columns:  # summaries written before rows recorded their verifier
-        summaries = summaries.with_columns(pl.lit(None, dtype=pl.String).alias("verifier"))
     if summaries.height:
         # a study's own oracle (method `oracle` or `<env>.oracle`) is an upper bound, not a contender
         is_oracle = pl.col("method").str.split(".").list.last() == "oracle"
