@@ -5,7 +5,13 @@ import polars as pl
 
 from delegation_lab.ability import build_ability_map
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import read_items, read_labeled_answers, write_csv_atomic, write_json_atomic, write_parquet_atomic
+from delegation_lab.tables import (
+    read_items,
+    read_labeled_answers,
+    write_csv_atomic,
+    write_json_atomic,
+    write_parquet_atomic,
+)
 
 
 def ability_map(ctx: StageContext) -> None:

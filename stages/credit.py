@@ -27,10 +27,10 @@ from delegation_lab.credit.report import (
 )
 from delegation_lab.credit.study import MethodOutcome, run_study
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.torch_runtime import resolve_device
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import write_csv_atomic, write_json_atomic
+from delegation_lab.torch_runtime import resolve_device
 
 STUDY = "credit"
 

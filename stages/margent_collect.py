@@ -9,7 +9,7 @@ import polars as pl
 from delegation_lab.margent import study
 from delegation_lab.margent.schemas import AgentView
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import write_skipped
+from delegation_lab.stage_skip import skip_stage
 from delegation_lab.tables import read_table, write_json_atomic, write_parquet_atomic
 
 
@@ -27,14 +27,8 @@ def unsupported(pools: study.Pools, margent, dataset: str) -> str | None:
 
 def skip(ctx: StageContext, reason: str) -> None:
     """Empty collection tables and a collect.json that tells margent_train and margent_eval to skip too."""
-    frame = pl.DataFrame(schema={"item_id": pl.String})
-    out = ctx.layout.study_results("margent")
-    for name in ("collection", "trees", "views"):
-        write_parquet_atomic(frame, out / f"{name}.parquet")
-    (out / "cache").mkdir(parents=True, exist_ok=True)
-    write_json_atomic({"skipped": reason, "dataset": ctx.params.data.dataset, "team": ctx.params.margent.team,
-                       "pool": list(ctx.params.margent.subagents)}, out / "collect.json")
-    write_skipped(ctx.layout, "margent_collect", reason, extra_metrics={"dataset": ctx.params.data.dataset})
+    skip_stage(ctx.layout, "margent_collect", reason, extra={
+        "dataset": ctx.params.data.dataset, "team": ctx.params.margent.team, "pool": list(ctx.params.margent.subagents)})
 
 
 def collect(ctx: StageContext) -> None:
@@ -89,4 +83,4 @@ def collect(ctx: StageContext) -> None:
 
 
 if __name__ == "__main__":
-    run_stage("margent_collect", collect)
+    run_stage("margent_collect", collect, section="margent")

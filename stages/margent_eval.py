@@ -9,9 +9,8 @@ from delegation_lab.errors import InputError
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
-from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import skip_reason, write_skipped
+from delegation_lab.stage_skip import skip_reason, skip_stage
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
 
@@ -40,17 +39,7 @@ def evaluate(ctx: StageContext) -> None:
     out = layout.study_results("margent")
     reason = skip_reason(out / "collect.json")
     if reason:  # margent_collect skipped: no trees to evaluate, no summary rows for the frontier
-        plots = layout.plots("margent")
-        write_skipped(
-            layout, "margent", reason, extra_metrics={"dataset": ctx.params.data.dataset},
-            tables={layout.summaries("margent"): SUMMARY_SCHEMA, layout.outcomes("margent"): OUTCOME_SCHEMA},
-            dirs=[layout.trajectories("margent")],
-            figures=[plots / "margent.png"],
-            csvs={plots / "operating_points.csv": ["method", "calls", "accuracy"],
-                  plots / "rho_seeds.csv": ["rho", "seed", "calls", "accuracy"],
-                  plots / "table1.csv": ["depth", "accuracy"], plots / "table2.csv": ["agent", "net_value"],
-                  plots / "rescue_by_difficulty.csv": ["difficulty", "probability"]},
-        )
+        skip_stage(layout, "margent_eval", reason, extra={"dataset": ctx.params.data.dataset})
         return
     collection = read_table(out / "collection.parquet", "MARGENT collection")
     trees = read_table(out / "trees.parquet", "MARGENT evaluation trees")
@@ -108,4 +97,4 @@ def evaluate(ctx: StageContext) -> None:
 
 
 if __name__ == "__main__":
-    run_stage("margent_eval", evaluate)
+    run_stage("margent_eval", evaluate, section="margent")

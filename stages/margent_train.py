@@ -8,7 +8,7 @@ import polars as pl
 from delegation_lab.margent import study
 from delegation_lab.margent.params import rho_label
 from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import skip_reason, write_skipped
+from delegation_lab.stage_skip import skip_reason, skip_stage
 from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
 
 
@@ -18,8 +18,7 @@ def train(ctx: StageContext) -> None:
     out = ctx.layout.study_results("margent")
     reason = skip_reason(out / "collect.json")
     if reason:  # margent_collect skipped: nothing to train on
-        write_skipped(ctx.layout, "margent_train", reason, dirs=[out / "sft"], files=[out / "managers.pt"],
-                      csvs={ctx.layout.plots("margent") / "train_loss.csv": ["epoch", "rho", "seed", "loss"]})
+        skip_stage(ctx.layout, "margent_train", reason)
         return
     collection = read_table(out / "collection.parquet", "MARGENT collection")
     views = read_table(out / "views.parquet", "MARGENT views")
@@ -62,4 +61,4 @@ def train(ctx: StageContext) -> None:
 
 
 if __name__ == "__main__":
-    run_stage("margent_train", train)
+    run_stage("margent_train", train, section="margent")

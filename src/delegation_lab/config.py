@@ -459,6 +459,21 @@ class TrackingParams(ParamsModel):
     """Runs of a stage kept in the store: a stage run that finishes hard-deletes its stage's older runs (and their children); `dlab runs prune` does it for every stage."""
 
 
+class ProjectParams(ParamsModel):
+    repo: str = "."
+    """The repository (its `stages/` and `src/`) relative to this params file's folder: `.` for the
+    embedded default, `../..` for `experiments/<name>/`. The DAG is written once, in the root
+    `dvc.yaml` (each experiment's `dvc.yaml` is a link to it), and finds the stage scripts and the
+    code it depends on through this key, so it must be spelled out in every params.yaml."""
+
+    @field_validator("repo")
+    @classmethod
+    def _relative(cls, repo: str) -> str:
+        if not repo or Path(repo).is_absolute():
+            raise ValueError("give the repository relative to this params file's folder, e.g. `.` or `../..`")
+        return repo
+
+
 class CascadeNoise(ParamsModel):
     seeds: int = Field(5, ge=1)
     """Verifier seeds per cascade (0 .. seeds-1, the same common random numbers every study's seed k
@@ -482,6 +497,8 @@ class FrontierParams(ParamsModel):
 
 
 class Params(ParamsModel):
+    project: ProjectParams = ProjectParams()
+    """Where this project's folder sits in the repository (the one DAG's stage scripts)."""
     data: DataParams = DataParams()
     """Datasets and splits (stage `prepare`)."""
     solvers: dict[str, SolverParams]

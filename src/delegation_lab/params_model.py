@@ -14,13 +14,22 @@ from pydantic import BaseModel, ConfigDict
 
 from delegation_lab.errors import ConfigError
 
-__all__ = ["ConfigError", "DuplicateKeyError", "ParamsModel", "UniqueKeyLoader", "dotted"]
+__all__ = ["ConfigError", "DuplicateKeyError", "ParamsModel", "StudyParams", "UniqueKeyLoader", "dotted"]
 
 
 class ParamsModel(BaseModel):
     """Strict, closed and immutable: a typo is an error, never a silently ignored key."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)
+
+
+class StudyParams(ParamsModel):
+    """The section of one study: every study can be switched off in a project where it does not apply."""
+
+    enabled: bool = True
+    """false: the study's stages write their outputs as skipped (empty tables, placeholder plots,
+    metrics `{"skipped": reason}`) without running, e.g. in an experiment whose data the study
+    does not use; the frontier shows what ran."""
 
 
 def dotted(loc: tuple[Any, ...]) -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 from delegation_lab.config import Params, load_params
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.layout import Layout
+from delegation_lab.params_model import StudyParams
+from delegation_lab.stage_skip import skip_stage
 from delegation_lab.tracking import Tracker
 
 
@@ -64,7 +66,10 @@ def run_stage(
     body: Callable[[StageContext], None],
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
     argv: list[str] | None = None,
+    section: str | None = None,
 ) -> None:
+    """Run `body` as stage `name`. `section` names the study section whose `enabled: false` makes the
+    stage write its outputs as skipped instead (default: the section called like the stage)."""
     parser = argparse.ArgumentParser(prog=f"stages/{name}.py", description=body.__doc__)
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -79,7 +84,11 @@ def run_stage(
             make_deterministic()
         ctx = StageContext(name, params, Layout(Path(".")), Tracker(params.tracking), args)
         wall, cpu = time.perf_counter(), _cpu_seconds()
-        body(ctx)
+        study = getattr(params, section or name, None)
+        if isinstance(study, StudyParams) and not study.enabled:
+            skip_stage(ctx.layout, name, f"{section or name}.enabled is false in {args.params}")
+        else:
+            body(ctx)
         label = f"{name}@{args.solver}" if getattr(args, "solver", None) else name
         write_timings(ctx, label, time.perf_counter() - wall, _cpu_seconds() - cpu)
     except ConfigError as e:

@@ -1,17 +1,25 @@
-"""A stage that does not apply to the configured dataset still ends cleanly: it writes every output
-DVC expects (empty tables with their schemas, a placeholder figure, header-only plot CSVs) and
-metrics that say `{"skipped": reason}`, so `dvc repro` runs on any dataset and the frontier shows
-what ran.
+"""A stage that does not apply still ends cleanly: it writes every output the DAG declares for it
+(empty tables with their contract's schema, placeholder figures, plot CSVs with their axes' columns,
+JSON files and metrics that say `{"skipped": reason}`), so `dvc repro` runs on any project and the
+frontier shows what ran. The outputs are read from the one DAG (`dvc.yaml`), so a stage's outputs
+are listed in one place only.
+
+A stage skips when its study's section says `enabled: false` (`stage.run_stage` checks it) or when
+its study cannot run on the project's data (the study's own check, e.g. MARGENT's simulated team on
+items without a step structure).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import yaml
 
+from delegation_lab.errors import InputError
 from delegation_lab.layout import Layout
 from delegation_lab.tables import write_csv_atomic, write_json_atomic, write_parquet_atomic
 
@@ -43,30 +51,62 @@ def placeholder_figure(out: Path, text: str) -> None:
     save_figure(fig, out)
 
 
-def write_skipped(
-    layout: Layout,
-    metrics_name: str,
-    reason: str,
-    *,
-    extra_metrics: dict[str, Any] | None = None,
-    tables: dict[Path, dict[str, pl.DataType]] | None = None,
-    csvs: dict[Path, list[str]] | None = None,
-    dirs: list[Path] = (),
-    figures: list[Path] = (),
-    files: list[Path] = (),
-) -> None:
-    """Write the skipped stage's outputs (paths from `layout`) and its metrics."""
-    for path, schema in (tables or {}).items():
-        write_parquet_atomic(pl.DataFrame(schema=schema), path)
-    for path, header in (csvs or {}).items():
-        write_csv_atomic(pl.DataFrame(schema={c: pl.String for c in header}), path)
-    for path in dirs:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "SKIPPED.txt").write_text(reason + "\n")  # DVC tracks a folder with a file in it
-    for path in figures:
-        placeholder_figure(path, f"{metrics_name}: skipped\n{reason}")
-    for path in files:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"")
-    write_json_atomic({SKIPPED: reason, **(extra_metrics or {})}, layout.metrics(metrics_name))
-    print(f"{metrics_name}: skipped: {reason}")
+def declared_outputs(layout: Layout, stage: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every `outs`, `metrics` and `plots` entry of `stage` in the project's dvc.yaml: (path, options)."""
+    try:
+        stages = yaml.safe_load(layout.dvc_yaml.read_text())["stages"]
+        body = stages[stage]
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise InputError(f"{layout.dvc_yaml}: cannot read the outputs of stage {stage!r} ({e})") from None
+    entries = []
+    for kind in ("outs", "metrics", "plots"):
+        for entry in body.get(kind) or []:
+            path, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
+            entries.append((path, options or {}))
+    return entries
+
+
+def _table_schema(layout: Layout, path: Path) -> dict[str, pl.DataType]:
+    """The contract of a study's summaries or outcomes table; other tables are empty with no columns."""
+    from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+
+    if path.parent == layout.summaries_dir:
+        return SUMMARY_SCHEMA
+    if path.parent == layout.outcomes_dir:
+        return OUTCOME_SCHEMA
+    return {}
+
+
+def skip_stage(layout: Layout, stage: str, reason: str, extra: dict[str, Any] | None = None) -> None:
+    """Write every output `stage` declares as skipped; JSON outputs and metrics get `extra` too.
+    Persisted outputs (caches kept across runs) are left as they are."""
+    note = {SKIPPED: reason, **(extra or {})}
+    for rel, options in declared_outputs(layout, stage):
+        path = layout.root / rel
+        if path.parent.name == "timings":  # the stage's own timing file: run_stage writes it
+            continue
+        suffix = path.suffix
+        header = [c for c in (options.get("x"), options.get("y")) if isinstance(c, str)]
+        if options.get("persist"):
+            if not suffix:
+                path.mkdir(parents=True, exist_ok=True)
+            continue
+        if not suffix:  # a folder: DVC tracks it once it holds a file; a folder of plots gets an empty one
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
+            if header:
+                write_csv_atomic(pl.DataFrame(schema={c: pl.String for c in header}), path / "skipped.csv")
+            else:
+                (path / "SKIPPED.txt").write_text(reason + "\n")
+        elif suffix == ".parquet":
+            write_parquet_atomic(pl.DataFrame(schema=_table_schema(layout, path)), path)
+        elif suffix == ".json":
+            write_json_atomic(note, path)
+        elif suffix == ".csv":  # a plot's table: the axes' columns, no rows
+            write_csv_atomic(pl.DataFrame(schema={c: pl.String for c in header}), path)
+        elif suffix in (".png", ".svg"):
+            placeholder_figure(path, f"{stage}: skipped\n{reason}")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+    print(f"{stage}: skipped: {reason}")

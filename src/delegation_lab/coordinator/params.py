@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 STUDIES = ("management", "delegation")
 METHODS = ("dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle", "fixed_order")
@@ -56,7 +56,7 @@ class SweepParams(ParamsModel):
         return self
 
 
-class CoordinatorParams(ParamsModel):
+class CoordinatorParams(StudyParams):
     studies: list[Literal["management", "delegation"]] = ["management", "delegation"]
     """Which environments to train and evaluate (History Matters §3.1 and §3.2)."""
     methods: list[Literal["dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle", "fixed_order"]] = list(METHODS)

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from delegation_lab.credit.shapley import EXACT_MAX_AGENTS
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 BASE_METHODS = ("single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
                 "sharp_team_norm", "sharp_role_norm")
@@ -124,7 +124,7 @@ class LongRunParams(ParamsModel):
     """Seeds of the long run (first_seed .. first_seed + seeds - 1)."""
 
 
-class CreditParams(ParamsModel):
+class CreditParams(StudyParams):
     methods: list[MethodName] = DEFAULT_METHODS
     """single agent (GRPO); broadcast = multi-agent with the global reward only, trajectory-level advantages (MATPO-like); no_shapley = SHARP without the Shapley term (beta = 0, the p = 0 point); planner_only / worker_only = Shapley credit for one role; sharp = the full method; sharp_loo = SHARP trained with the paper's leave-one-out credit instead of exact Shapley (metrics `loo.*`); sharp_team_norm / sharp_role_norm = SHARP's reward with advantages normalised over every agent of the group pooled / per role (planner; workers pooled) instead of per agent (metrics `normalisation_only.*`)."""
     p_sweep: list[float] = [0.5]

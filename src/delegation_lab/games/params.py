@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from delegation_lab.games.limits import parse_size
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 AGENTS = ("A", "B")
 
@@ -115,7 +115,7 @@ class HistoryLearnerParams(ParamsModel):
         return gammas
 
 
-class HistoryGameParams(ParamsModel):
+class HistoryGameParams(StudyParams):
     equilibria: EquilibriaParams = EquilibriaParams()
     """Exact history-dependent and Markov equilibria of game specs (§2.3, App. B)."""
     game: HelpGameParams = HelpGameParams()

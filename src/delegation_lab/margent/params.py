@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 SubAgent = Literal["Extractor", "Reasoner", "Verifier"]
 SUBAGENTS: tuple[SubAgent, ...] = ("Extractor", "Reasoner", "Verifier")
@@ -208,7 +208,7 @@ class EvalParams(ParamsModel):
         return value
 
 
-class MargentParams(ParamsModel):
+class MargentParams(StudyParams):
     team: Literal["simulated", "llm"] = "simulated"
     """Who plays the manager and sub-agents: the documented simulator, or real LLMs through the solver protocol."""
     subagents: list[SubAgent] = list(SUBAGENTS)

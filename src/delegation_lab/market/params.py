@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 Protocol = Literal["first_price", "second_price", "ccv"]
 Bidder = Literal["mirror_descent", "thompson", "bayes_optimal", "ppo", "truthful"]
@@ -301,7 +301,7 @@ class TrajectoryParams(ParamsModel):
     """Write every auction of every n-th training round (1 = all of them, ~5 M rows and a third of the stage's time at the default scale; 10 = ~1 M rows); the chain's final rounds and the answers test split are always written in full."""
 
 
-class MarketParams(ParamsModel):
+class MarketParams(StudyParams):
     seeds: int = Field(5, ge=1)
     """Independent markets per cell (batched inside the tensors)."""
     seed: int = 0

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 SPECIALISTS = ["biology", "finance", "law", "medicine", "electrical_engineering", "mathematics"]
 GENERALISTS = [
@@ -250,7 +250,7 @@ class ProtocolParams(ParamsModel):
     """Seeds of that run."""
 
 
-class RedrefParams(ParamsModel):
+class RedrefParams(StudyParams):
     seed: int = 0
     """Base seed of every draw in the study."""
     embedding: Literal["auto", "minilm", "hashing"] = "auto"

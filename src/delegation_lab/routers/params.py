@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params_model import ParamsModel, StudyParams
 
 RouterName = Literal["knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random"]
 ALL_ROUTERS: tuple[str, ...] = ("knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random")
@@ -108,7 +108,7 @@ class RandomParams(ParamsModel):
     """Probabilities of sending an item to the strongest solver (else a uniformly drawn other one)."""
 
 
-class RoutersParams(ParamsModel):
+class RoutersParams(StudyParams):
     routers: list[RouterName] = Field(default_factory=lambda: list(ALL_ROUTERS), min_length=1)
     """Routers to fit and evaluate (knn, mlp, mf, cluster, threshold, learned_cascade, best_single, random)."""
     seeds: int = Field(3, ge=1)
