@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: setup setup-dev repro test bench clean-venv
+.PHONY: setup setup-dev repro test experiment bench clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ repro: setup
 
 test: setup-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# One real-answers experiment through the one DAG: make experiment NAME=routellm_gsm8k
+experiment:
+	@test -n "$(NAME)" -a -f "experiments/$(NAME)/params.yaml" || { echo "make experiment NAME=<one of: $$(ls experiments)>"; exit 2; }
+	$(MAKE) setup
+	cd experiments/$(NAME) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/dvc repro
 
 bench: setup-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m benchmarks
