@@ -12,7 +12,10 @@ candidates' parsed answers (numeric answers are structured fields, paper 3.3), t
 Budget B is per item in US dollars. Algorithm 1 only stops when the budget is spent (line 7) or a
 call overshoots it (line 17, the overshooting candidate is dropped). `budget_aware` adds one mask:
 an arm whose mean observed cost exceeds the remaining budget counts as cooling (never-tried arms
-are assumed affordable); when no arm is affordable the item stops.
+are assumed affordable); when no arm is affordable the item stops (stop code `budget`).
+
+The depth loop is `loop.run_task`, the controller's and the engine's; `CachedRouting` supplies what
+differs: an answer costs its cached cost, the judge's one verdict is both y and e.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.redref import policy
+from delegation_lab.redref.loop import Limits, LoopState, Step, Task, run_task
 from delegation_lab.redref.memory import prior_before
 from delegation_lab.redref.params import ControllerParams
 
@@ -50,7 +54,94 @@ class CachedOutcome:
     cost: np.ndarray  # float [B, I]
     calls: np.ndarray  # int [B, I]
     judged_success: np.ndarray  # bool [B, I]
+    stop: np.ndarray  # int [B, I]: loop.STOP_CODES
+    delegated: np.ndarray  # int [B, I, D]: the loop's decisions (`loop.LoopState`): solver called at each depth
+    released: np.ndarray  # int [B, I, D]: solver freed by forced exploration at each depth
     steps: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class CachedRouting(Task):
+    """The cached answers as the loop's agents and judge over every row's item sequence: `begin(t)`
+    sets up the t-th item of each row, `run_task` routes it, `finish` books the final answer."""
+
+    def __init__(self, arms: CachedArms, seq: np.ndarray, sim_items: np.ndarray, budgets: np.ndarray,
+                 controller: ControllerParams, max_depth: int, verdicts: np.ndarray, rng: np.random.Generator,
+                 selection: policy.Selection, budget_aware: bool, log_steps: bool):
+        c = controller
+        B, T = seq.shape
+        N = len(arms.solvers)
+        self.arms, self.seq, self.sim_items, self.budgets, self.controller, self.verdicts = arms, seq, sim_items, budgets, c, verdicts
+        self.rng, self.selection, self.budget_aware, self.log_steps = rng, selection, budget_aware, log_steps
+        self.rows = np.arange(B)
+        self.pos, self.neg = np.zeros((B, T, N)), np.zeros((B, T, N))
+        self.carried = np.full((B, N), c.alpha0), np.full((B, N), c.beta0)
+        self.cost_sum, self.cost_n = np.zeros((B, N)), np.zeros((B, N))  # observed cost per solver (budget_aware)
+        self.out = CachedOutcome(np.zeros((B, T), bool), np.zeros((B, T)), np.zeros((B, T), int), np.zeros((B, T), bool),
+                                 np.zeros((B, T), int), np.zeros((B, T, max_depth), int), np.zeros((B, T, max_depth), int))
+        self.log: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "row", "t", "depth", "agent", "theta", "verdict", "alpha", "beta", "cost", "correct", "judged")}
+        self.max_depth = max_depth
+
+    def begin(self, t: int) -> LoopState:
+        c = self.controller
+        self.t = t
+        item = self.seq[:, t]
+        self.correct, self.cost, self.same = self.arms.correct[item], self.arms.cost[item], self.arms.same[item]
+        self.accepts = self.verdicts[self.rows, item]  # [B, N]
+        alpha, beta = prior_before(c.prior, t, self.seq, self.sim_items, self.pos, self.neg, self.carried, c.alpha0, c.beta0,
+                                   c.decay, c.memory_tolerance)
+        self.judged = np.zeros(self.accepts.shape, dtype=bool)  # candidates with evidence
+        self.final = np.zeros(self.seq.shape[0], dtype=bool)
+        return LoopState.start(alpha, beta, self.max_depth)
+
+    def eligible(self, state: LoopState) -> np.ndarray | None:
+        if not self.budget_aware:
+            return None
+        mean_cost = np.where(self.cost_n > 0, self.cost_sum / np.maximum(self.cost_n, 1), 0.0)
+        return mean_cost <= (self.budgets - state.spent)[:, None]
+
+    def answer(self, state: LoopState, depth: int, agent: np.ndarray, called: np.ndarray) -> np.ndarray:
+        rows = self.rows
+        call_cost = self.cost[rows, agent]
+        self.cost_sum[rows[called], agent[called]] += call_cost[called]
+        self.cost_n[rows[called], agent[called]] += 1
+        return call_cost
+
+    def judge(self, state: LoopState, depth: int, agent: np.ndarray, judged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        y = self.accepts[self.rows, agent] & judged
+        return y, y  # one verdict: an accepted answer is the task's success
+
+    def keep(self, state: LoopState, step: Step) -> None:
+        rows, t, i, ok, y = self.rows, self.t, step.agent, step.judged, step.credit
+        okr = rows[ok]
+        self.pos[okr, t, i[ok]] += y[ok]
+        self.neg[okr, t, i[ok]] += 1.0 - y[ok]
+        self.judged[okr, i[ok]] = True
+        truth = self.correct[rows, i]
+        if self.log_steps and step.called.any():
+            idx = np.nonzero(step.called)[0]
+            for key, val in (("row", idx), ("t", np.full(idx.size, t)), ("depth", np.full(idx.size, step.depth)),
+                             ("agent", i[idx]), ("theta", step.theta[idx, i[idx]]), ("verdict", np.where(ok[idx], y[idx], np.nan)),
+                             ("alpha", state.alpha[idx, i[idx]]), ("beta", state.beta[idx, i[idx]]), ("cost", step.cost[idx]),
+                             ("correct", truth[idx]), ("judged", ok[idx])):
+                self.log[key].append(np.asarray(val))
+        self.final = np.where(step.done, truth, self.final)
+
+    def finish(self, state: LoopState) -> None:
+        out, t, rows = self.out, self.t, self.rows
+        out.cost[:, t], out.calls[:, t], out.judged_success[:, t] = state.spent, state.calls, state.judged_success
+        out.stop[:, t], out.delegated[:, t], out.released[:, t] = state.stop, state.delegated, state.released
+        final, judged = self.final, self.judged
+        # no judged success: competence-weighted vote over the judged candidates' answers
+        undecided = ~state.judged_success & judged.any(axis=1)
+        if undecided.any():
+            mu = policy.posterior_mean(state.alpha, state.beta)
+            votes = np.einsum("bjk,bk->bj", self.same.astype(float), np.where(judged, mu, 0.0))
+            votes = np.where(judged, votes + 1e-9 * mu, -np.inf)  # ties: the more trusted arm
+            pick = np.argmax(votes, axis=1)
+            final = np.where(undecided, self.correct[rows, pick], final)
+        out.final_correct[:, t] = final & (state.judged_success | judged.any(axis=1))
+        self.carried = state.alpha, state.beta
 
 
 def route_cached(
@@ -70,89 +161,11 @@ def route_cached(
     """seq [B, I]: item indices in routing order per batch row; budgets [B] (inf = unlimited);
     sim_items [n_items, n_items]: K between item embeddings; verdicts [B, n_items, N]: does the judge
     accept solver n's answer to an item in row b (`verdict_rows`)."""
-    c = controller
-    B, T = seq.shape
-    N = len(arms.solvers)
-    rows = np.arange(B)
-    pos = np.zeros((B, T, N))
-    neg = np.zeros((B, T, N))
-    carried = np.full((B, N), c.alpha0), np.full((B, N), c.beta0)
-    cost_sum, cost_n = np.zeros((B, N)), np.zeros((B, N))
-    out = CachedOutcome(np.zeros((B, T), bool), np.zeros((B, T)), np.zeros((B, T), int), np.zeros((B, T), bool))
-    log: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "t", "depth", "agent", "theta", "verdict", "alpha", "beta", "cost", "correct", "judged")}
-    for t in range(T):
-        item = seq[:, t]
-        correct, cost, same = arms.correct[item], arms.cost[item], arms.same[item]
-        accepts = verdicts[rows, item]  # [B, N]
-        alpha, beta = prior_before(c.prior, t, seq, sim_items, pos, neg, carried, c.alpha0, c.beta0, c.decay,
-                                   c.memory_tolerance)
-        cool = np.zeros((B, N), dtype=int)
-        spent = np.zeros(B)
-        judged = np.zeros((B, N), dtype=bool)  # candidates with evidence
-        active = np.ones(B, dtype=bool)
-        no_improvement = np.zeros(B, dtype=int)
-        final = np.zeros(B, dtype=bool)
-        for d in range(1, max_depth + 1):
-            active &= spent < budgets
-            if not active.any():
-                break
-            eligible = None
-            if budget_aware:
-                mean_cost = np.where(cost_n > 0, cost_sum / np.maximum(cost_n, 1), 0.0)
-                eligible = mean_cost <= (budgets - spent)[:, None]
-                broke = active & ~eligible.any(axis=1)
-                active &= ~broke
-                if not active.any():
-                    break
-            theta = policy.sample_scores(alpha, beta, cool, rng, selection, eligible)
-            forced = active & ~np.isfinite(theta).any(axis=1)
-            if forced.any():  # every (affordable) arm cools: release one, spend the round
-                policy.release_one(cool, forced, eligible)
-            act = active & ~forced
-            if not act.any():
-                continue
-            i = policy.select(theta, alpha, beta)
-            call_cost = cost[rows, i]
-            spent = np.where(act, spent + call_cost, spent)
-            out.cost[act, t] += call_cost[act]
-            out.calls[act, t] += 1
-            cost_sum[rows[act], i[act]] += call_cost[act]
-            cost_n[rows[act], i[act]] += 1
-            over = act & (spent > budgets)
-            active &= ~over
-            ok = act & ~over
-            truth = correct[rows, i]
-            y = accepts[rows, i] & ok
-            policy.update(alpha, beta, i, y, ok)
-            okr = rows[ok]
-            pos[okr, t, i[ok]] += y[ok]
-            neg[okr, t, i[ok]] += 1.0 - y[ok]
-            judged[okr, i[ok]] = True
-            if log_steps and act.any():
-                idx = np.nonzero(act)[0]
-                for key, val in (("row", idx), ("t", np.full(idx.size, t)), ("depth", np.full(idx.size, d)),
-                                 ("agent", i[idx]), ("theta", theta[idx, i[idx]]), ("verdict", np.where(ok[idx], y[idx], np.nan)),
-                                 ("alpha", alpha[idx, i[idx]]), ("beta", beta[idx, i[idx]]), ("cost", call_cost[idx]),
-                                 ("correct", truth[idx]), ("judged", ok[idx])):
-                    log[key].append(np.asarray(val))
-            done = ok & y
-            final = np.where(done, truth, final)
-            out.judged_success[done, t] = True
-            active &= ~done
-            carry_on = ok & ~done
-            policy.cool_down(cool, i, cooldown, carry_on)
-            no_improvement = np.where(ok, np.where(y, 0, no_improvement + 1), no_improvement)
-            active &= ~(carry_on & (no_improvement >= c.plateau))
-        # no judged success: competence-weighted vote over the judged candidates' answers
-        undecided = ~out.judged_success[:, t] & judged.any(axis=1)
-        if undecided.any():
-            mu = policy.posterior_mean(alpha, beta)
-            votes = np.einsum("bjk,bk->bj", same.astype(float), np.where(judged, mu, 0.0))
-            votes = np.where(judged, votes + 1e-9 * mu, -np.inf)  # ties: the more trusted arm
-            pick = np.argmax(votes, axis=1)
-            final = np.where(undecided, correct[rows, pick], final)
-        out.final_correct[:, t] = final & (out.judged_success[:, t] | judged.any(axis=1))
-        carried = alpha, beta
+    limits = Limits(max_depth, budgets, cooldown, controller.plateau)
+    routing = CachedRouting(arms, seq, sim_items, budgets, controller, max_depth, verdicts, rng, selection, budget_aware, log_steps)
+    for t in range(seq.shape[1]):
+        routing.finish(run_task(routing, routing.begin(t), limits))
+    out = routing.out
     if log_steps:
-        out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in log.items()}
+        out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in routing.log.items()}
     return out

@@ -2,8 +2,9 @@
 solver protocol: agents are `Solver`s asked with role `redref_agent`, the judge a `Solver` asked with
 role `redref_judge`. A real LLM backend (openai_compat, vllm, ...) can play either.
 
-One task at a time, readable; the experiments run the same decisions batched over seeds in
-`engine.py` (both call `policy.py`).
+One task at a time through the solver protocol: the depth loop is `loop.run_task` on a batch of
+one, the loop the simulated engine (`engine.py`) and the cached routing (`cached.py`) run batched;
+`ProtocolTask` supplies what differs (the agents' answers and the judge's verdicts as requests).
 
 Reading of Algorithm 1 used here (the paper leaves these open):
 - y (the posterior update) is the judge's *marginal contribution* verdict — is the candidate better
@@ -30,6 +31,7 @@ from delegation_lab.data.items import Item
 from delegation_lab.errors import InputError
 from delegation_lab.redref import policy
 from delegation_lab.redref.judge import AGENT_ROLE, JUDGE_ROLE, rationale_of, supporting_fact_recall
+from delegation_lab.redref.loop import STOP_NAMES, Limits, LoopState, Step, Task, run_task
 from delegation_lab.redref.memory import BeliefState, Embedder
 from delegation_lab.redref.params import ControllerParams
 from delegation_lab.redref.tasks import parse_sections, render_sections
@@ -87,6 +89,7 @@ class DelegationResult:
     fields: dict[str, str]
     steps: list[StepRecord] = field(default_factory=list)
     time_to_success: int | None = None
+    loop: LoopState | None = None  # the depth loop's decisions (delegated / released per depth, stop) and counters
 
 
 class Redref:
@@ -133,68 +136,16 @@ class Redref:
         x = self.embedder.encode([item.question])[0] if self.embedder is not None else None
         now = self.state.clock
         alpha, beta = self.prior(x)
-        cool = np.zeros(len(self.names), dtype=int)
-        spent, calls, rounds, no_improvement = 0.0, 0, 0, 0
-        draft, critique = "", "(none yet)"
-        candidates: list[Candidate] = []
-        steps: list[StepRecord] = []
-        stop, success, tts = "depth", False, None
-        for depth in range(1, p.max_depth + 1):
-            if spent >= p.budget:
-                stop = "budget"
-                break
-            theta = policy.sample_scores(alpha[None], beta[None], cool[None], self.rng, self.selection)[0]
-            if not np.isfinite(theta).any():  # every agent cools: release one, spend the round
-                policy.release_one(cool[None], np.array([True]))
-                rounds += 1
-                steps.append(StepRecord(depth, None, None, None, None, None, None, 0, "forced exploration"))
-                continue
-            i = int(policy.select(theta[None], alpha[None], beta[None])[0])
-            name = self.names[i]
-            solver = self.agents[name]
-            context = {"agent": name, "expertise": self.expertise.get(name, name), "draft": draft or "(empty)",
-                       "critique": critique, "attempt": str(depth)}
-            answer = solver.solve_requests([solver.request(item, AGENT_ROLE, context)])[0]
-            rounds, calls = rounds + 1, calls + 1
-            usage = answer.tokens_in + answer.tokens_out
-            spent += usage
-            if spent > p.budget:  # line 17: the over-budget candidate is not judged
-                steps.append(StepRecord(depth, name, float(theta[i]), None, None, None, None, usage, "over budget"))
-                stop = "budget"
-                break
-            candidate = merge_sections(draft, answer.answer_text or "") if answer.error is None else draft
-            prog_c, prog_d = self.programmatic(item, candidate), self.programmatic(item, draft)
-            y_prog = prog_c is not None and prog_c > (prog_d or 0.0)
-            e_prog = prog_c is not None and prog_c >= 1.0
-            score_judge = None
-            if y_prog and e_prog:
-                y, e, rationale = 1, 1, "programmatic pass"
-            else:
-                verdict, rationale, score_judge = self._judge(item, draft, candidate)
-                y = 1 if y_prog else int(verdict["improved"])
-                e = 1 if e_prog else int(verdict["success"])
-            policy.update(alpha[None], beta[None], np.array([i]), np.array([y]), np.array([True]))
-            self.state.memory.add(x if x is not None else np.zeros(1), i, y, rationale, now)
-            candidates.append(Candidate(candidate, i, prog_c, score_judge, bool(y)))
-            steps.append(StepRecord(depth, name, float(theta[i]), y, e, float(alpha[i]), float(beta[i]), usage,
-                                    rationale, prog_c, score_judge))
-            if y:
-                draft = candidate
-                if e:
-                    stop, success, tts = "success", True, rounds
-                    break
-            policy.cool_down(cool[None], np.array([i]), p.cooldown, np.array([True]))
-            critique = rationale or "(no rationale)"
-            no_improvement = 0 if y else no_improvement + 1
-            if no_improvement >= p.plateau:
-                stop = "plateau"
-                break
-        self.state.alpha, self.state.beta = alpha, beta
+        task = ProtocolTask(self, item, x, now)
+        loop = run_task(task, LoopState.start(alpha[None], beta[None], p.max_depth), Limits(p.max_depth, p.budget, p.cooldown, p.plateau))
+        self.state.alpha, self.state.beta = loop.alpha[0], loop.beta[0]
         self.state.clock = now + 1
-        answer_text, fields = self.aggregate(candidates, draft, policy.posterior_mean(alpha, beta))
-        return DelegationResult(answer_text, success, stop, calls, rounds, spent, fields, steps, tts)
+        answer_text, fields = self.aggregate(task.candidates, task.draft, policy.posterior_mean(loop.alpha[0], loop.beta[0]))
+        tts = None if np.isnan(loop.time_to_success[0]) else int(loop.time_to_success[0])
+        return DelegationResult(answer_text, bool(loop.judged_success[0]), STOP_NAMES[int(loop.stop[0])], int(loop.calls[0]),
+                                int(loop.rounds[0]), float(loop.spent[0]), fields, task.steps, tts, loop)
 
-    def _judge(self, item: Item, previous: str, candidate: str) -> tuple[dict, str, float | None]:
+    def ask_judge(self, item: Item, previous: str, candidate: str) -> tuple[dict, str, float | None]:
         context = {"parts": ", ".join(json.loads(item.program or "{}").get("parts", [])), "previous": previous or "(empty)",
                    "candidate": candidate or "(empty)", "threshold": f"{self.success_score:g}"}
         reply = self.judge.solve_requests([self.judge.request(item, JUDGE_ROLE, context)])[0]
@@ -220,3 +171,59 @@ class Redref:
         fields = {d: v for d, v in fields.items() if v is not None}
         block = "\n".join(f"- {d}: {v}" for d, v in sorted(fields.items()))
         return (best or candidates[-1].text) + (f"\n\nKey facts (competence-weighted vote):\n{block}" if block else ""), fields
+
+
+class ProtocolTask(Task):
+    """One task of the controller as the loop's batch of one: an answer is a `redref_agent` request
+    (its cost: the call's tokens), a verdict a programmatic check or a `redref_judge` request; the
+    refined query carries the best draft and the last critique."""
+
+    def __init__(self, ctrl: Redref, item: Item, x: np.ndarray | None, now: int):
+        self.ctrl, self.item, self.x, self.now = ctrl, item, x, now
+        self.rng, self.selection = ctrl.rng, ctrl.selection
+        self.draft, self.critique = "", "(none yet)"
+        self.candidates: list[Candidate] = []
+        self.steps: list[StepRecord] = []
+
+    def released(self, state: LoopState, depth: int, rows: np.ndarray, agent: np.ndarray) -> None:
+        self.steps.append(StepRecord(depth, None, None, None, None, None, None, 0, "forced exploration"))
+
+    def answer(self, state: LoopState, depth: int, agent: np.ndarray, called: np.ndarray) -> np.ndarray:
+        name = self.ctrl.names[int(agent[0])]
+        solver = self.ctrl.agents[name]
+        context = {"agent": name, "expertise": self.ctrl.expertise.get(name, name), "draft": self.draft or "(empty)",
+                   "critique": self.critique, "attempt": str(depth)}
+        self.reply = solver.solve_requests([solver.request(self.item, AGENT_ROLE, context)])[0]
+        return np.array([self.reply.tokens_in + self.reply.tokens_out], dtype=float)
+
+    def judge(self, state: LoopState, depth: int, agent: np.ndarray, judged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not judged[0]:  # line 17: the over-budget candidate is not judged
+            return np.zeros(1, bool), np.zeros(1, bool)
+        ctrl, item, draft = self.ctrl, self.item, self.draft
+        self.candidate = merge_sections(draft, self.reply.answer_text or "") if self.reply.error is None else draft
+        self.prog, prog_d = ctrl.programmatic(item, self.candidate), ctrl.programmatic(item, draft)
+        y_prog = self.prog is not None and self.prog > (prog_d or 0.0)
+        e_prog = self.prog is not None and self.prog >= 1.0
+        self.score_judge = None
+        if y_prog and e_prog:
+            y, e, self.rationale = 1, 1, "programmatic pass"
+        else:
+            verdict, self.rationale, self.score_judge = ctrl.ask_judge(item, draft, self.candidate)
+            y = 1 if y_prog else int(verdict["improved"])
+            e = 1 if e_prog else int(verdict["success"])
+        return np.array([bool(y)]), np.array([bool(e)])
+
+    def keep(self, state: LoopState, step: Step) -> None:
+        i = int(step.agent[0])
+        name, theta, usage = self.ctrl.names[i], float(step.theta[0, i]), int(step.cost[0])
+        if not step.judged[0]:
+            self.steps.append(StepRecord(step.depth, name, theta, None, None, None, None, usage, "over budget"))
+            return
+        y, e = int(step.credit[0]), int(step.e[0])
+        self.ctrl.state.memory.add(self.x if self.x is not None else np.zeros(1), i, y, self.rationale, self.now)
+        self.candidates.append(Candidate(self.candidate, i, self.prog, self.score_judge, bool(y)))
+        self.steps.append(StepRecord(step.depth, name, theta, y, e, float(state.alpha[0, i]), float(state.beta[0, i]), usage,
+                                     self.rationale, self.prog, self.score_judge))
+        if step.accept[0]:
+            self.draft = self.candidate
+        self.critique = self.rationale or "(no rationale)"

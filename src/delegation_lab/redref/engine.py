@@ -1,9 +1,10 @@
 """Algorithm 1 on the split-knowledge tasks, batched over seeds: every seed runs its own task
 sequence (beliefs and memory carry over between tasks), all seeds advance together round by round.
 
-The decisions are `policy.py`'s, exactly as the protocol controller (`controller.py`) takes them;
-what the engine adds is a vectorised simulation of the agents and the judge that follows the same
-model as `tasks.SplitKnowledgeBackend` and `judge.SimulatedJudgeBackend`:
+The decisions are `loop.run_task`'s, the same loop the protocol controller (`controller.py`) and the
+cached routing (`cached.py`) run; what the engine adds is a vectorised simulation of the agents and
+the judge (`Simulation`) that follows the same model as `tasks.SplitKnowledgeBackend` and
+`judge.SimulatedJudgeBackend`:
 
 - agent i writes each part k the critique names missing or weak (best-draft score < fact_score)
   that it covers, with probability competence[i, k], at a score ~ N(quality[i, k], quality_sd)
@@ -34,12 +35,13 @@ import numpy as np
 
 from delegation_lab.redref import policy
 from delegation_lab.redref.judge import noisy_verdict
+from delegation_lab.redref.loop import STOP_CODES, Limits, LoopState, Step, Task, Verdict, run_task
 from delegation_lab.redref.memory import prior_before
 from delegation_lab.redref.params import ControllerParams
 from delegation_lab.redref.tasks import TaskPool, Zoo
 from delegation_lab.solvers.pricing import lognormal_tokens
 
-STOP_CODES = {"success": 0, "depth": 1, "budget": 2, "plateau": 3}
+__all__ = ["STOP_CODES", "EngineSetup", "SequenceOutcome", "Simulation", "run_sequences"]  # STOP_CODES: loop's
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class EngineSetup:
     success_score: float
     selection: policy.Selection = "thompson"
     prior: Literal["memory", "persistent", "reset"] | None = None  # None: controller.prior
-    verdict: Literal["split", "single"] = "split"  # single: Algorithm 1's one y for credit and stopping
+    verdict: Verdict = "split"  # single: Algorithm 1's one y for credit and stopping
     beliefs: Literal["agent", "agent_domain"] = "agent"  # agent_domain: one Beta per agent x domain
 
     @property
@@ -75,7 +77,152 @@ class SequenceOutcome:
     belief_start: np.ndarray  # float [S, T, N]: posterior mean at the task's start
     first_pick: np.ndarray  # float [S, T, N]: round an agent was first selected; nan when never
     contributions: np.ndarray  # int [S, T, N]: an agent's calls with a positive marginal contribution
+    delegated: np.ndarray  # int [S, T, D]: the loop's decisions (`loop.LoopState`): agent called at each depth
+    released: np.ndarray  # int [S, T, D]: agent freed by forced exploration at each depth
     steps: dict[str, np.ndarray] = field(default_factory=dict)  # one entry per round (trajectories)
+
+
+class Simulation(Task):
+    """The simulated agents and judge over every seed's task sequence: `begin(t)` sets up the t-th
+    task of each seed, `run_task` plays it, `finish` books its outcome and carries the beliefs on."""
+
+    def __init__(self, zoo: Zoo, pool: TaskPool, seq: np.ndarray, sim_pool: np.ndarray, setup: EngineSetup,
+                 rng: np.random.Generator, impaired: tuple[int, int] | None, log_steps: bool):
+        c = setup.controller
+        S, T = seq.shape
+        N = K = zoo.n
+        self.zoo, self.pool, self.seq, self.sim_pool, self.setup = zoo, pool, seq, sim_pool, setup
+        self.rng, self.selection, self.impaired, self.log_steps = rng, setup.selection, impaired, log_steps
+        self.rows = np.arange(S)
+        self.pos, self.neg = np.zeros((S, T, N)), np.zeros((S, T, N))  # each task's credited y and 1 - y per agent
+        self.carried = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
+        self.per_domain = setup.beliefs == "agent_domain"
+        self.dom_alpha, self.dom_beta = np.full((S, N, K), c.alpha0), np.full((S, N, K), c.beta0)
+        self.competence = zoo.competence
+        D = c.max_depth
+        self.out = SequenceOutcome(
+            success=np.zeros((S, T), bool), judged_success=np.zeros((S, T), bool), quality=np.zeros((S, T)),
+            calls=np.zeros((S, T), int), rounds=np.zeros((S, T), int), tokens=np.zeros((S, T)),
+            time_to_success=np.full((S, T), np.nan), good_uses=np.zeros((S, T), int), bad_uses=np.zeros((S, T), int),
+            stop=np.full((S, T), STOP_CODES["depth"]), belief_start=np.zeros((S, T, N)),
+            first_pick=np.full((S, T, N), np.nan), contributions=np.zeros((S, T, N), int),
+            delegated=np.zeros((S, T, D), int), released=np.zeros((S, T, D), int),
+        )
+        self.log: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "seed", "task", "depth", "agent", "theta", "verdict", "success_verdict", "alpha", "beta", "tokens",
+            "improved", "judged", "forced")}
+
+    def begin(self, t: int) -> LoopState:
+        c, pool = self.setup.controller, self.pool
+        S, K = self.seq.shape[0], self.zoo.n
+        self.t = t
+        task = self.seq[:, t]
+        self.req = pool.required[task]
+        self.n_req = self.req.sum(axis=1)
+        self.checkable = pool.checkable[task]
+        alpha, beta = prior_before(self.setup.prior_mode, t, self.seq, self.sim_pool, self.pos, self.neg, self.carried,
+                                   c.alpha0, c.beta0, c.decay, c.memory_tolerance)
+        if self.per_domain:  # an agent's belief on this task: its mean over the task's domains
+            w = self.req[:, None, :] / self.n_req[:, None, None]
+            self.out.belief_start[:, t] = (policy.posterior_mean(self.dom_alpha, self.dom_beta) * w).sum(axis=2)
+        else:
+            self.out.belief_start[:, t] = policy.posterior_mean(alpha, beta)
+        if self.impaired is not None and t >= self.impaired[1]:
+            self.competence = self.zoo.competence.copy()
+            self.competence[self.impaired[0]] = 0.0
+        self.part_q = np.zeros((S, K))  # the best draft's score per part
+        self.draft_q = np.zeros(S)
+        self.query_tokens = pool.tokens[task].astype(float)
+        self.draft_tokens = np.zeros((S, K))
+        return LoopState.start(alpha, beta, c.max_depth)
+
+    def scores(self, state: LoopState, eligible: np.ndarray | None) -> np.ndarray:
+        self.weak = self.req & (self.part_q < self.zoo.params.fact_score)  # what the critique asks for
+        if not self.per_domain:
+            return super().scores(state, eligible)
+        target = np.where(self.weak.any(axis=1, keepdims=True), self.weak, self.req)
+        theta, self.domain = policy.sample_domain_scores(self.dom_alpha, self.dom_beta, target, state.cool, self.rng)
+        # the beliefs this round samples, selects by and updates: each agent's on its best pair
+        state.alpha = np.take_along_axis(self.dom_alpha, self.domain[:, :, None], 2)[..., 0]
+        state.beta = np.take_along_axis(self.dom_beta, self.domain[:, :, None], 2)[..., 0]
+        return theta
+
+    def released(self, state: LoopState, depth: int, rows: np.ndarray, agent: np.ndarray) -> None:
+        if self.log_steps:
+            idx = np.nonzero(rows)[0]
+            nan, zero = np.full(idx.size, np.nan), np.zeros(idx.size)
+            self._log(idx, depth, np.full(idx.size, -1), nan, nan, nan, state.alpha[idx, agent[idx]],
+                      state.beta[idx, agent[idx]], zero, zero.astype(bool), zero.astype(bool), True)
+
+    def answer(self, state: LoopState, depth: int, agent: np.ndarray, called: np.ndarray) -> np.ndarray:
+        zoo, rows, t = self.zoo, self.rows, self.t
+        first = called & np.isnan(self.out.first_pick[rows, t, agent])
+        self.out.first_pick[rows[first], t, agent[first]] = state.rounds[first]
+        self.tokens_out = lognormal_tokens(self.rng, zoo.tokens_out_mean[agent], zoo.params.tokens_cv)
+        critique = zoo.params.critique_tokens if depth > 1 else 0.0
+        return self.query_tokens + self.draft_tokens.sum(axis=1) + critique + zoo.tokens_in_extra[agent] + self.tokens_out
+
+    def judge(self, state: LoopState, depth: int, agent: np.ndarray, judged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        zoo, zp, setup, req = self.zoo, self.zoo.params, self.setup, self.req
+        S, K = req.shape
+        # the agent's candidate
+        self.wrote = judged[:, None] & self.weak & (self.rng.random((S, K)) < self.competence[agent])
+        q_new = np.clip(zoo.quality[agent] + zp.quality_sd * self.rng.standard_normal((S, K)), 0.0, 100.0)
+        self.cand_q = np.where(self.wrote, q_new, self.part_q)
+        self.cand_score = (self.cand_q * req).sum(axis=1) / self.n_req
+        self.improved = judged & (self.cand_score - self.draft_q > setup.controller.improve_margin)
+        facts_c = ((self.cand_q >= zp.fact_score) & req).sum(axis=1)
+        facts_d = ((self.part_q >= zp.fact_score) & req).sum(axis=1)
+        u = self.rng.random((S, 2))
+        y = np.where(self.checkable & (facts_c > facts_d), True, noisy_verdict(self.improved, u[:, 0], setup.fp, setup.fn)) & judged
+        e = np.where(self.checkable & (facts_c == self.n_req), True,
+                     noisy_verdict(self.cand_score >= setup.success_score, u[:, 1], setup.fp, setup.fn)) & judged
+        return y, e
+
+    def keep(self, state: LoopState, step: Step) -> None:
+        i, ok, credit, improved, rows, t, out = step.agent, step.judged, step.credit, self.improved, self.rows, self.t, self.out
+        okr = rows[ok]
+        if self.per_domain:
+            k_star = self.domain[okr, i[ok]]
+            self.dom_alpha[okr, i[ok], k_star] += credit[ok]
+            self.dom_beta[okr, i[ok], k_star] += 1.0 - credit[ok]
+        self.pos[okr, t, i[ok]] += credit[ok]
+        self.neg[okr, t, i[ok]] += 1.0 - credit[ok]
+        out.good_uses[improved, t] += 1
+        out.bad_uses[step.called & ~improved, t] += 1
+        out.contributions[rows[improved], t, i[improved]] += 1
+        if self.log_steps:
+            idx = np.nonzero(step.called)[0]
+            a = i[idx]
+            self._log(idx, step.depth, a, step.theta[idx, a], credit[idx].astype(float), step.e[idx].astype(float),
+                      state.alpha[idx, a], state.beta[idx, a], step.cost[idx], improved[idx], ok[idx], False)
+        # the candidate becomes the best draft (lines 29-31); under one verdict a SUCCESS returns
+        # the candidate it judged (line 34: the best-supported candidate is the verified one)
+        accept = step.accept
+        self.part_q = np.where(accept[:, None], self.cand_q, self.part_q)
+        self.draft_q = np.where(accept, self.cand_score, self.draft_q)
+        per_part = self.tokens_out / np.maximum(self.wrote.sum(axis=1), 1)
+        self.draft_tokens = np.where(accept[:, None] & self.wrote, per_part[:, None], self.draft_tokens)
+
+    def finish(self, state: LoopState) -> None:
+        out, t = self.out, self.t
+        out.calls[:, t], out.rounds[:, t], out.tokens[:, t] = state.calls, state.rounds, state.spent
+        out.judged_success[:, t], out.time_to_success[:, t], out.stop[:, t] = state.judged_success, state.time_to_success, state.stop
+        out.delegated[:, t], out.released[:, t] = state.delegated, state.released
+        out.quality[:, t] = self.draft_q
+        out.success[:, t] = self.draft_q >= self.setup.success_score
+        self.carried = state.alpha, state.beta
+
+    def _log(self, idx: np.ndarray, depth: int, agent: np.ndarray, theta: np.ndarray, verdict: np.ndarray,
+             success_verdict: np.ndarray, alpha: np.ndarray, beta: np.ndarray, tokens: np.ndarray, improved: np.ndarray,
+             judged: np.ndarray, forced: bool) -> None:
+        if idx.size == 0:
+            return
+        for key, val in (("seed", idx), ("task", np.full(idx.size, self.t)), ("depth", np.full(idx.size, depth)),
+                         ("agent", agent), ("theta", theta), ("verdict", verdict), ("success_verdict", success_verdict),
+                         ("alpha", alpha), ("beta", beta), ("tokens", tokens), ("improved", improved), ("judged", judged),
+                         ("forced", np.full(idx.size, forced))):
+            self.log[key].append(val)
 
 
 def run_sequences(
@@ -93,155 +240,11 @@ def run_sequences(
     sim_pool: K over the pool's task embeddings [P, P]. impaired: (agent, first task) — from that
     task on the agent never writes a usable part (forced to fail, RQ3)."""
     c = setup.controller
-    zp = zoo.params
-    S, T = seq.shape
-    N = K = zoo.n
-    rows = np.arange(S)
-    mode = setup.prior_mode
-    pos = np.zeros((S, T, N))
-    neg = np.zeros((S, T, N))
-    carried = np.full((S, N), c.alpha0), np.full((S, N), c.beta0)
-    out = SequenceOutcome(
-        success=np.zeros((S, T), bool), judged_success=np.zeros((S, T), bool), quality=np.zeros((S, T)),
-        calls=np.zeros((S, T), int), rounds=np.zeros((S, T), int), tokens=np.zeros((S, T)),
-        time_to_success=np.full((S, T), np.nan), good_uses=np.zeros((S, T), int), bad_uses=np.zeros((S, T), int),
-        stop=np.full((S, T), STOP_CODES["depth"]), belief_start=np.zeros((S, T, N)),
-        first_pick=np.full((S, T, N), np.nan), contributions=np.zeros((S, T, N), int),
-    )
-    log: dict[str, list[np.ndarray]] = {k: [] for k in (
-        "seed", "task", "depth", "agent", "theta", "verdict", "success_verdict", "alpha", "beta", "tokens",
-        "improved", "judged", "forced")}
-
-    def record(mask: np.ndarray, t: int, d: int, agent: np.ndarray, theta: np.ndarray, y: np.ndarray, e: np.ndarray,
-               alpha: np.ndarray, beta: np.ndarray, tokens: np.ndarray, improved: np.ndarray, judged: np.ndarray,
-               forced: bool) -> None:
-        if not log_steps or not mask.any():
-            return
-        idx = np.nonzero(mask)[0]
-        a = agent[idx]
-        log["seed"].append(idx)
-        log["task"].append(np.full(idx.size, t))
-        log["depth"].append(np.full(idx.size, d))
-        log["agent"].append(np.where(forced, -1, a))
-        log["theta"].append(np.where(forced, np.nan, theta[idx, a]))
-        log["verdict"].append(y[idx].astype(float) if not forced else np.full(idx.size, np.nan))
-        log["success_verdict"].append(e[idx].astype(float) if not forced else np.full(idx.size, np.nan))
-        log["alpha"].append(alpha[idx, a])
-        log["beta"].append(beta[idx, a])
-        log["tokens"].append(tokens[idx])
-        log["improved"].append(improved[idx])
-        log["judged"].append(judged[idx])
-        log["forced"].append(np.full(idx.size, forced))
-
-    per_domain = setup.beliefs == "agent_domain"
-    dom_alpha, dom_beta = np.full((S, N, K), c.alpha0), np.full((S, N, K), c.beta0)
-    competence = zoo.competence
-    for t in range(T):
-        task = seq[:, t]
-        req = pool.required[task]
-        n_req = req.sum(axis=1)
-        checkable = pool.checkable[task]
-        alpha, beta = prior_before(mode, t, seq, sim_pool, pos, neg, carried, c.alpha0, c.beta0, c.decay,
-                                   c.memory_tolerance)
-        if per_domain:  # an agent's belief on this task: its mean over the task's domains
-            w = req[:, None, :] / n_req[:, None, None]
-            out.belief_start[:, t] = (policy.posterior_mean(dom_alpha, dom_beta) * w).sum(axis=2)
-        else:
-            out.belief_start[:, t] = policy.posterior_mean(alpha, beta)
-        if impaired is not None and t >= impaired[1]:
-            competence = zoo.competence.copy()
-            competence[impaired[0]] = 0.0
-        cool = np.zeros((S, N), dtype=int)
-        spent = np.zeros(S)
-        part_q = np.zeros((S, K))
-        draft_q = np.zeros(S)
-        query_tokens = pool.tokens[task].astype(float)
-        draft_tokens = np.zeros((S, K))
-        no_improvement = np.zeros(S, dtype=int)
-        active = np.ones(S, dtype=bool)
-        for d in range(1, c.max_depth + 1):
-            out_of_budget = active & (spent >= c.budget)
-            out.stop[out_of_budget, t] = STOP_CODES["budget"]
-            active &= ~out_of_budget
-            if not active.any():
-                break
-            weak = req & (part_q < zp.fact_score)  # what the critique asks for
-            if per_domain:
-                target = np.where(weak.any(axis=1, keepdims=True), weak, req)
-                theta, domain = policy.sample_domain_scores(dom_alpha, dom_beta, target, cool, rng)
-                alpha, beta = np.take_along_axis(dom_alpha, domain[:, :, None], 2)[..., 0], np.take_along_axis(dom_beta, domain[:, :, None], 2)[..., 0]
-            else:
-                theta = policy.sample_scores(alpha, beta, cool, rng, setup.selection)
-            forced = active & ~np.isfinite(theta).any(axis=1)
-            if forced.any():
-                j = policy.release_one(cool, forced)
-                out.rounds[forced, t] += 1
-                zeros = np.zeros(S)
-                record(forced, t, d, j, theta, zeros, zeros, alpha, beta, zeros, np.zeros(S, bool), np.zeros(S, bool), True)
-            act = active & ~forced
-            if not act.any():
-                continue
-            i = policy.select(theta, alpha, beta)
-            out.rounds[act, t] += 1
-            out.calls[act, t] += 1
-            first = act & np.isnan(out.first_pick[rows, t, i])
-            out.first_pick[rows[first], t, i[first]] = out.rounds[first, t]
-            tokens_out = lognormal_tokens(rng, zoo.tokens_out_mean[i], zp.tokens_cv)
-            critique = zp.critique_tokens if d > 1 else 0.0
-            usage = query_tokens + draft_tokens.sum(axis=1) + critique + zoo.tokens_in_extra[i] + tokens_out
-            spent = np.where(act, spent + usage, spent)
-            out.tokens[act, t] += usage[act]
-            over = act & (spent > c.budget)
-            out.stop[over, t] = STOP_CODES["budget"]
-            active &= ~over
-            ok = act & ~over
-            # the agent's candidate
-            wrote = ok[:, None] & weak & (rng.random((S, K)) < competence[i])
-            q_new = np.clip(zoo.quality[i] + zp.quality_sd * rng.standard_normal((S, K)), 0.0, 100.0)
-            cand_q = np.where(wrote, q_new, part_q)
-            cand_score = (cand_q * req).sum(axis=1) / n_req
-            improved = ok & (cand_score - draft_q > c.improve_margin)
-            facts_c = ((cand_q >= zp.fact_score) & req).sum(axis=1)
-            facts_d = ((part_q >= zp.fact_score) & req).sum(axis=1)
-            u = rng.random((S, 2))
-            y = np.where(checkable & (facts_c > facts_d), True, noisy_verdict(improved, u[:, 0], setup.fp, setup.fn)) & ok
-            e = np.where(checkable & (facts_c == n_req), True,
-                         noisy_verdict(cand_score >= setup.success_score, u[:, 1], setup.fp, setup.fn)) & ok
-            credit = e if setup.verdict == "single" else y  # the y of eq. (2) and of the memory
-            policy.update(alpha, beta, i, credit, ok)
-            if per_domain:
-                okr = rows[ok]
-                k_star = domain[okr, i[ok]]
-                dom_alpha[okr, i[ok], k_star] += credit[ok]
-                dom_beta[okr, i[ok], k_star] += 1.0 - credit[ok]
-            okr = rows[ok]
-            pos[okr, t, i[ok]] += credit[ok]
-            neg[okr, t, i[ok]] += 1.0 - credit[ok]
-            out.good_uses[improved, t] += 1
-            out.bad_uses[act & ~improved, t] += 1
-            out.contributions[rows[improved], t, i[improved]] += 1
-            record(act, t, d, i, theta, credit, e, alpha, beta, usage, improved, ok, False)
-            # the candidate becomes the best draft (lines 29-31); under one verdict a SUCCESS returns
-            # the candidate it judged (line 34: the best-supported candidate is the verified one)
-            accept = ok & (y | e) if setup.verdict == "single" else ok & y
-            part_q = np.where(accept[:, None], cand_q, part_q)
-            draft_q = np.where(accept, cand_score, draft_q)
-            per_part = tokens_out / np.maximum(wrote.sum(axis=1), 1)
-            draft_tokens = np.where(accept[:, None] & wrote, per_part[:, None], draft_tokens)
-            done = (ok & e) if setup.verdict == "single" else (accept & e)
-            out.judged_success[done, t] = True
-            out.time_to_success[done, t] = out.rounds[done, t]
-            out.stop[done, t] = STOP_CODES["success"]
-            active &= ~done
-            carry_on = ok & ~done
-            policy.cool_down(cool, i, c.cooldown, carry_on)
-            no_improvement = np.where(ok, np.where(y, 0, no_improvement + 1), no_improvement)
-            plateau = carry_on & (no_improvement >= c.plateau)
-            out.stop[plateau, t] = STOP_CODES["plateau"]
-            active &= ~plateau
-        out.quality[:, t] = draft_q
-        out.success[:, t] = draft_q >= setup.success_score
-        carried = alpha, beta
+    limits = Limits(c.max_depth, c.budget, c.cooldown, c.plateau)
+    sim = Simulation(zoo, pool, seq, sim_pool, setup, rng, impaired, log_steps)
+    for t in range(seq.shape[1]):
+        sim.finish(run_task(sim, sim.begin(t), limits, setup.verdict))
+    out = sim.out
     if log_steps:
-        out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in log.items()}
+        out.steps = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in sim.log.items()}
     return out

@@ -12,6 +12,7 @@ from delegation_lab.evaluation.statistics import DDOF
 from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.redref.bandit import SweepResult
 from delegation_lab.redref.engine import SequenceOutcome
+from delegation_lab.redref.params import RedrefParams
 from delegation_lab.tables import write_csv_atomic
 
 
@@ -139,3 +140,16 @@ def plot_cached(frame: pl.DataFrame, singles: dict[str, tuple[float, float]], ou
 def write_all(folder: Path, frames: dict[str, pl.DataFrame]) -> None:
     for name, frame in frames.items():
         write_csv_atomic(frame, folder / f"{name}.csv")
+
+
+def write_figures(folder: Path, frames: dict[str, pl.DataFrame], singles: dict[str, tuple[float, float]],
+                  params: RedrefParams) -> None:
+    """Every plot's CSV and PNG: RQ1 efficiency, the RQ2 / RQ3 beliefs, judge noise, the cached frontier."""
+    write_all(folder, frames)
+    plot_rq1(frames["rq1_efficiency"], folder / "rq1_efficiency.png")
+    plot_belief(frames["rq2_belief"], folder / "rq2_belief.png", f"RQ2: belief in the {params.rq2.expert} expert over its tasks")
+    plot_belief(frames["rq3_belief"], folder / "rq3_belief.png",
+                f"RQ3: belief in the {params.rq3.impaired} agent, impaired after task {params.rq3.impair_after}",
+                marker=params.rq3.impair_after)
+    plot_judge_noise(frames["judge_noise"], folder / "judge_noise.png", params.judge_noise.horizon)
+    plot_cached(frames["cached_frontier"], singles, folder / "cached_frontier.png")
