@@ -17,24 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from delegation_lab.errors import InputError
+from delegation_lab.flatten import is_number, leaves
 from delegation_lab.layout import Layout
 
 PAPER = "paper"
 PROVENANCE = "provenance"
 KINDS = ("computed", "calibrated", "setting")
-
-
-def flatten_metrics(obj: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    if isinstance(obj, dict):
-        out: dict[tuple[str, ...], Any] = {}
-        for key, value in obj.items():
-            out.update(flatten_metrics(value, (*prefix, str(key))))
-        return out
-    return {prefix: obj}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _provenance(block: Any, metrics: set[str], source: str) -> dict[str, dict[str, str]]:
@@ -63,14 +51,14 @@ def _provenance(block: Any, metrics: set[str], source: str) -> dict[str, dict[st
 def paper_vs_ours(metrics: dict[str, Any], source: str = "metrics") -> list[dict[str, Any]]:
     """Rows (metric, paper, ours, difference, provenance, why) for every paper figure in a metrics
     dict; `source` names the file in errors about its provenance block."""
-    flat = flatten_metrics({k: v for k, v in metrics.items() if k != PROVENANCE})
+    flat = dict(leaves({k: v for k, v in metrics.items() if k != PROVENANCE}))
     rows = []
     for path, paper_value in flat.items():
         if PAPER not in path:
             continue
         ours_path = tuple(p for p in path if p != PAPER)
         ours = flat.get(ours_path)
-        diff = ours - paper_value if _is_number(ours) and _is_number(paper_value) else None
+        diff = ours - paper_value if is_number(ours) and is_number(paper_value) else None
         rows.append({"metric": ".".join(ours_path), "paper": paper_value, "ours": ours, "difference": diff})
     ours_values = {".".join(p): v for p, v in flat.items() if PAPER not in p}
     marks = _provenance(metrics.get(PROVENANCE), {r["metric"] for r in rows} | set(ours_values), source)

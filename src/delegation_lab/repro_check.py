@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from delegation_lab.flatten import flatten
 from delegation_lab.layout import Layout
 
 FRONTIER_PAIRS = {"accuracy_ci": "best_accuracy", "cost_ci": "best_accuracy_cost_per_item_usd"}
@@ -33,16 +34,6 @@ class Check:
             return False
         slack = 1e-6 * max(abs(self.low), abs(self.high)) + 1e-12
         return self.low - slack <= self.rerun <= self.high + slack
-
-
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
 
 
 def _interval(value: Any) -> tuple[float, float] | None:

@@ -1,7 +1,8 @@
 """What every stage script shares: argument parsing, params validation, error handling, tracking.
 
-A stage body raises; this wrapper turns bad params into exit code 2 and bad input into exit code
-1, each with a message naming the key, file or item, and never a traceback for those.
+A stage body raises; this wrapper turns bad params (ConfigError) into exit code 2 and bad input
+(InputError, a missing input file) into exit code 1, each one line naming the key, file or item.
+Anything else (a KeyError included) is a bug: it propagates with its traceback.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ import argparse
 import os
 import resource
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from delegation_lab.config import Params, load_params
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.layout import Layout
 from delegation_lab.params_model import StudyParams
+from delegation_lab.phases import Lap, Phases, stopwatch
 from delegation_lab.stage_skip import skip_stage
 from delegation_lab.tracking import Tracker
 
@@ -31,20 +32,16 @@ class StageContext:
     layout: Layout
     tracker: Tracker
     args: argparse.Namespace
-    phases: dict[str, float] = field(default_factory=dict)
+    phases: Phases = field(default_factory=Phases)
 
     @property
     def progress(self) -> bool:
         return not (self.args.no_progress or os.environ.get("DLAB_NO_PROGRESS"))
 
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Time a part of the stage that matters (wall seconds), reported in metrics/timings/."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.phases[name] = round(self.phases.get(name, 0.0) + time.perf_counter() - start, 3)
+    def phase(self, name: str) -> AbstractContextManager[Lap]:
+        """Time a part of the stage that matters (wall seconds), reported in metrics/timings/; a
+        study times its own parts with `ctx.phases` passed in."""
+        return self.phases(name)
 
 
 def _cpu_seconds() -> float:
@@ -57,7 +54,7 @@ def write_timings(ctx: StageContext, label: str, wall: float, cpu: float) -> Non
     slowdown like any other regression."""
     from delegation_lab.tables import write_json_atomic
 
-    write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": ctx.phases},
+    write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": dict(ctx.phases)},
                       ctx.layout.timings(label))
 
 
@@ -83,18 +80,18 @@ def run_stage(
 
             make_deterministic()
         ctx = StageContext(name, params, Layout(Path(".")), Tracker(params.tracking), args)
-        wall, cpu = time.perf_counter(), _cpu_seconds()
+        cpu = _cpu_seconds()
         study = getattr(params, section or name, None)
-        if isinstance(study, StudyParams) and not study.enabled:
-            skip_stage(ctx.layout, name, f"{section or name}.enabled is false in {args.params}")
-        else:
-            body(ctx)
+        with stopwatch() as wall:
+            if isinstance(study, StudyParams) and not study.enabled:
+                skip_stage(ctx.layout, name, f"{section or name}.enabled is false in {args.params}")
+            else:
+                body(ctx)
         label = f"{name}@{args.solver}" if getattr(args, "solver", None) else name
-        write_timings(ctx, label, time.perf_counter() - wall, _cpu_seconds() - cpu)
+        write_timings(ctx, label, wall.seconds, _cpu_seconds() - cpu)
     except ConfigError as e:
         print(f"{name}: {e}", file=sys.stderr)
         sys.exit(2)
-    except (InputError, FileNotFoundError, KeyError) as e:
-        message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"{name}: error: {message}", file=sys.stderr)
+    except (InputError, FileNotFoundError) as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
         sys.exit(1)

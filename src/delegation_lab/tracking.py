@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from delegation_lab.config import TrackingParams
+from delegation_lab.flatten import flatten, is_number
 from delegation_lab.hashing import stable_hash
 
 EXPS_TMP = os.sep + os.path.join(".dvc", "tmp", "exps") + os.sep
@@ -77,16 +78,14 @@ def without_url_passwords(value: str) -> str:
     return _URL_PASSWORD.sub(r"\1:***@", value)
 
 
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}, the form MLflow params and metrics take."""
-    if hasattr(obj, "model_dump"):
-        obj = obj.model_dump()
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in obj.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: obj}
+_METRIC_NAME_REFUSED = re.compile(r"[^A-Za-z0-9_\-. /]")  # characters MLflow refuses in a metric name
+
+
+def metric_names(metrics: Any) -> dict[str, float]:
+    """A metrics tree's numbers as MLflow metric names (a/b/c; a refused character, e.g. `=` or `>`,
+    becomes `_`), the `paper` subtrees left out (the paper's figures are not this run's)."""
+    return {_METRIC_NAME_REFUSED.sub("_", key): value
+            for key, value in flatten(metrics, "/", numbers_only=True, skip={"paper"}).items()}
 
 
 HOST_TAG, PID_TAG, PID_START_TAG = "dlab.host", "dlab.pid", "dlab.pid_start"
@@ -233,7 +232,7 @@ class Run:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # drops NaN
+    return is_number(value) and value == value  # drops NaN
 
 
 class StageRun(Run):

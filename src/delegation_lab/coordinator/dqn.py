@@ -252,7 +252,6 @@ class TrainResult:
     epsilon: np.ndarray  # [L, episodes]: epsilon at each episode's last step
     updates: np.ndarray  # [L]: gradient steps taken
     steps: np.ndarray  # [L]: environment steps taken
-    seconds: float
     checkpoints: dict[int, list] = field(default_factory=dict)  # episode -> per lane layers at that episode
 
 
@@ -271,9 +270,6 @@ def train_batched(
     the acting observation) per iteration, for the equivalence test. `lane_inputs` (bool [L, obs_dim]):
     the inputs each lane's network has (the env must give the others as zeros). `checkpoints`:
     episode counts at which each lane's weights are also kept (after that iteration's update)."""
-    import time
-
-    t0 = time.perf_counter()
     device = torch.device(device) if isinstance(device, str) else device
     L, A, D = env.L, env.actions.n, env.obs_dim
     seeds = [int(s) for s in env.seeds]
@@ -347,5 +343,5 @@ def train_batched(
             final[lane] = net.lane_layers(pos)
     steps = env.total_steps.copy()
     lane_updates = np.maximum(0, steps // p.train_frequency - p.learning_starts // p.train_frequency)
-    return TrainResult(GreedyPolicy(net.sizes, final), env, eps_log, lane_updates, steps, time.perf_counter() - t0,
+    return TrainResult(GreedyPolicy(net.sizes, final), env, eps_log, lane_updates, steps,
                        {k: v for k, v in saved.items() if all(x is not None for x in v)})

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import numpy as np
 
 from delegation_lab.config import TrackingParams
 from delegation_lab.coordinator.params import CoordinatorParams
-from delegation_lab.coordinator.results import episode_curves, late_per_lane, test_per_lane
+from delegation_lab.coordinator.results import (
+    episode_curves,
+    late_per_lane,
+    test_per_lane,
+)
 from delegation_lab.coordinator.study import MethodRun
 
 ChildKey = tuple[str, int]
@@ -80,7 +85,9 @@ def _worker(tracking: dict, root: str, experiment: str, section: dict, inbox: An
 
 
 class BackgroundMlflow:
-    """Submit finished runs while training goes on; `close()` waits and returns the child run ids."""
+    """Submit finished runs while training goes on; `close()` waits and returns the child run ids.
+    Used as a context manager, an exception inside the block (before or in `close`) aborts the
+    worker: the parent run is marked FAILED."""
 
     def __init__(self, tracking: TrackingParams, root: Path, experiment: str, params: CoordinatorParams):
         self.params = params
@@ -113,6 +120,14 @@ class BackgroundMlflow:
         if status != "ok":
             raise RuntimeError(f"MLflow logging failed: {value}")
         return value
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if error is not None:
+            self.abort(f"{kind.__name__}: {error}")
 
     def abort(self, reason: str = "the stage failed") -> None:
         """Mark the parent run FAILED and stop the worker (after what it has queued)."""

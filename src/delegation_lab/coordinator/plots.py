@@ -1,6 +1,7 @@
 """Pictures of the coordinator study (like History Matters' Figures 1-4) from the curve tables:
 training curves (return, accuracy, cost per episode, cumulative cost; mean ± std over seeds), the
-learned coordinator's solver share over training, and the cost-weight sweep on the test split."""
+learned coordinator's solver share over training, and the cost-weight sweep on the test split;
+`write_figures` writes them with their tables."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.coordinator.results import curve_tables, sweep_table, test_per_lane
+from delegation_lab.coordinator.study import MethodRun
 from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.tables import write_csv_atomic
 
 STYLE = {"dqn_map": "C0", "dqn_nomap": "C1", "always_a": "C3", "mgmt_policy": "C2", "random": "0.6", "oracle": "k"}
 
@@ -85,3 +89,29 @@ def plot_sweep(sweep: pl.DataFrame, baselines: pl.DataFrame, out: Path) -> Path:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, out)
+
+
+def write_figures(runs: list[MethodRun], folder: Path, packet_size: int) -> None:
+    """Return and cost CSVs for `dvc plots` in `folder` (a column per method), the other curve tables
+    beside the PNGs (like the paper's Figures 1-4) in `folder`/figures, and the cost-weight sweep."""
+    figures = folder / "figures"
+    for env_study in ("management", "delegation"):
+        tables = curve_tables(runs, env_study)
+        if not tables:  # not run: keep the declared plot files, empty
+            for name in ("return", "cost"):
+                write_csv_atomic(pl.DataFrame(schema={"episode": pl.Int64, "dqn_map": pl.Float64}),
+                                 folder / f"{env_study}_{name}.csv")
+            continue
+        for name, table in tables.items():
+            write_csv_atomic(table, (folder if name in ("return", "cost") else figures) / f"{env_study}_{name}.csv")
+        plot_training(tables, env_study, figures / f"{env_study}_training.png")
+        if "share" in tables:
+            plot_share(tables["share"], env_study, figures / f"{env_study}_solver_share.png")
+    sweep = sweep_table(runs, packet_size)
+    write_csv_atomic(sweep, folder / "lambda_sweep.csv")
+    base_points = pl.DataFrame([
+        {"study": r.study, "method": r.method, "accuracy": float(test_per_lane(r.test, packet_size)["accuracy"].mean()),
+         "cost_per_item_usd": float(test_per_lane(r.test, packet_size)["cost_per_item"].mean())}
+        for r in runs if not r.sweep and r.method in ("always_a", "oracle", "mgmt_policy")
+    ], schema={"study": pl.String, "method": pl.String, "accuracy": pl.Float64, "cost_per_item_usd": pl.Float64})
+    plot_sweep(sweep, base_points, figures / "lambda_sweep.png")

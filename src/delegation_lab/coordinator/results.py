@@ -7,6 +7,7 @@ summary and item-level outcome rows for the frontier, trajectory frames and the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,12 @@ from scipy.stats import wilcoxon
 from delegation_lab.coordinator.envs import VecCoordinatorEnv
 from delegation_lab.coordinator.study import MethodRun
 from delegation_lab.evaluation.params import IntervalParams
-from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, paired_bootstrap, seed_interval
+from delegation_lab.evaluation.statistics import (
+    ItemBootstrap,
+    mean_and_std,
+    paired_bootstrap,
+    seed_interval,
+)
 
 # History Matters, Tables 1 and 2 (late training: last 100 episodes, mean ± std over seeds 0-19) and
 # the text of §3.1-3.2 (Wilcoxon: all 20 seeds better on return and cheaper, two-sided p = 2^-19).
@@ -378,6 +384,19 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
 
 
 # ------------------------------------------------------------------------------------- curves
+
+
+def trajectory_parts(runs: list[MethodRun], episodes: int) -> Iterator[tuple[str, int, pl.DataFrame]]:
+    """(method name, seed, frame) of every environment step of every learned and fixed policy (not
+    the fixed orders: baselines without trajectories), per run and lane the train episodes, then the
+    test split's (numbered after the `episodes` train episodes)."""
+    for run in runs:
+        if run.train.record is None:
+            continue
+        for which, offset in (("train", 0), ("test", episodes)):
+            lookups = trajectory_lookups(run, which)
+            for lane in range(run.lanes):
+                yield run.names[lane], int(run.seeds[lane]), trajectory_frame(run, lane, which, offset, lookups)
 
 
 def curve_tables(runs: list[MethodRun], study: str) -> dict[str, pl.DataFrame]:

@@ -12,7 +12,6 @@ Training runs under torch's deterministic algorithms with a fixed thread count.
 from __future__ import annotations
 
 import pickle
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -21,8 +20,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from delegation_lab.coordinator import baselines
-from delegation_lab.coordinator.actions import ActionTable, answering_actions, delegation_actions, management_actions
-from delegation_lab.coordinator.data import CoordinatorData, SolverTable, check_solver_names, load_coordinator_data
+from delegation_lab.coordinator.actions import (
+    ActionTable,
+    answering_actions,
+    delegation_actions,
+    management_actions,
+)
+from delegation_lab.coordinator.data import (
+    CoordinatorData,
+    SolverTable,
+    check_solver_names,
+    load_coordinator_data,
+)
 from delegation_lab.coordinator.dqn import GreedyPolicy, TrainResult, train_batched
 from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams, DqnParams
@@ -30,6 +39,7 @@ from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.layout import Layout
 from delegation_lab.parallel import spawn_pool
+from delegation_lab.phases import Phases, stopwatch
 from delegation_lab.torch_runtime import deterministic_torch, resolve_device
 
 
@@ -145,17 +155,21 @@ def fixed_apart(study: bytes, env_study: str, seeds: np.ndarray, weights: np.nda
 
 
 def train_apart(env: VecCoordinatorEnv, p: DqnParams, device: str, lane_inputs: np.ndarray | None,
-                threads: int | None) -> TrainResult:
-    """`train_batched` in a worker process, under the same deterministic torch settings."""
-    with deterministic_torch(threads):
-        return train_batched(env, p, device, lane_inputs=lane_inputs)
+                threads: int | None) -> tuple[TrainResult, float]:
+    """`train_batched` in a worker process, under the same deterministic torch settings; with the
+    seconds its training loop took there."""
+    with deterministic_torch(threads), stopwatch() as loop:
+        result = train_batched(env, p, device, lane_inputs=lane_inputs)
+    return result, loop.seconds
 
 
 class CoordinatorStudy:
     def __init__(self, params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout, progress: bool = False,
                  log: Callable[[str], None] = print, on_run: Callable[[MethodRun], None] | None = None,
-                 verifier: Verifier | None = None):
+                 verifier: Verifier | None = None, phases: Phases | None = None):
         self.p, self.data, self.layout, self.progress, self.log = params, data, layout, progress, log
+        # each environment's DQN batch is a phase `dqn_batch_<study>` (the stage passes its own phases)
+        self.phases = phases if phases is not None else Phases()
         self.verifier = verifier if verifier is not None else Verifier("gold", source="gold labels")
         self._verdicts: dict[tuple[str, int], np.ndarray] = {}
         self.on_run = on_run  # called with each finished run (e.g. to log it while the next one trains)
@@ -165,7 +179,6 @@ class CoordinatorStudy:
         self.selected: dict[str, tuple[GreedyPolicy, dict]] = {}  # per method: checkpoint chosen on the dev split
         self.device = resolve_device(params.device, "coordinator.device")
         self.runs: list[MethodRun] = []
-        self.batch_seconds: dict[str, float] = {}  # per environment: its DQN batch's training loop
         self._waiting: set[str] = set()  # studies whose fixed baselines play in the worker, not yet collected
 
     def config(self, use_map: bool) -> EnvConfig:
@@ -206,47 +219,47 @@ class CoordinatorStudy:
 
     def run_method(self, study: str, method: str, seeds: np.ndarray, weights: np.ndarray, names: list[str],
                    sweep: bool = False) -> MethodRun:
-        t0 = time.perf_counter()
         if method == "fixed_order":
-            return self._fixed_orders(study, seeds, weights, t0)
+            return self._fixed_orders(study, seeds, weights)
         if method in DQN_METHODS:  # pragma: no cover - they train in `train_dqn_group`
             raise ValueError(f"{method} trains with its environment's DQN group")
-        use_map = self.data.has_map
-        rules = study
-        extra = None
-        if method in ("mgmt_policy", "mgmt_policy_selected"):
-            source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
-            assert source is not None  # params validation guarantees the management coordinator ran first
-            use_map = source.use_map
-            rules = self.p.mgmt_policy_rules
-            frozen = source.policy
-            if method == "mgmt_policy_selected":
-                frozen, extra = self.selected[source.method]
-        train, test = self.envs(rules, use_map, seeds, weights)
-        actions = train.actions
-        if method == "always_a":
-            act = baselines.always_manager(study, actions, self.layout.manager)
-        elif method == "random":
-            act = baselines.uniform_random(seeds, actions.n)
-        elif method == "oracle":
-            act = baselines.oracle()
-        elif method.startswith("mgmt_policy") and rules == "management":
-            act = baselines.greedy(frozen)
-        elif method.startswith("mgmt_policy"):
-            act = baselines.management_in_delegation(frozen, self.layout.routes, actions)
-        else:  # pragma: no cover - params validation restricts methods
-            raise ValueError(method)
-        baselines.rollout(train, act)
-        if method == "random":  # a fresh stream for the test split, not the one training consumed
-            act = baselines.uniform_random(seeds, actions.n, baselines.TEST_POLICY_STREAM)
-        baselines.rollout(test, act)
-        if method == "always_a":
-            solver_set = [self.layout.manager]
-        else:
-            used = actions.answers.any(axis=0)
-            solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
+        with stopwatch() as lap:
+            use_map = self.data.has_map
+            rules = study
+            extra = None
+            if method in ("mgmt_policy", "mgmt_policy_selected"):
+                source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
+                assert source is not None  # params validation guarantees the management coordinator ran first
+                use_map = source.use_map
+                rules = self.p.mgmt_policy_rules
+                frozen = source.policy
+                if method == "mgmt_policy_selected":
+                    frozen, extra = self.selected[source.method]
+            train, test = self.envs(rules, use_map, seeds, weights)
+            actions = train.actions
+            if method == "always_a":
+                act = baselines.always_manager(study, actions, self.layout.manager)
+            elif method == "random":
+                act = baselines.uniform_random(seeds, actions.n)
+            elif method == "oracle":
+                act = baselines.oracle()
+            elif method.startswith("mgmt_policy") and rules == "management":
+                act = baselines.greedy(frozen)
+            elif method.startswith("mgmt_policy"):
+                act = baselines.management_in_delegation(frozen, self.layout.routes, actions)
+            else:  # pragma: no cover - params validation restricts methods
+                raise ValueError(method)
+            baselines.rollout(train, act)
+            if method == "random":  # a fresh stream for the test split, not the one training consumed
+                act = baselines.uniform_random(seeds, actions.n, baselines.TEST_POLICY_STREAM)
+            baselines.rollout(test, act)
+            if method == "always_a":
+                solver_set = [self.layout.manager]
+            else:
+                used = actions.answers.any(axis=0)
+                solver_set = [s for s, u in zip(actions.solvers, used, strict=True) if u]
         run = MethodRun(study, method, names, seeds, weights, actions, use_map, train, test, None, None,
-                        time.perf_counter() - t0, solver_set, sweep, extra=extra)
+                        lap.seconds, solver_set, sweep, extra=extra)
         return self._finish(run)
 
     def fixed_policies(self, study: str, methods: list[str], seeds: np.ndarray, weights: np.ndarray,
@@ -254,24 +267,24 @@ class CoordinatorStudy:
         """always-A, random and the oracle as lanes of one env (method-major: lane = method x seeds +
         seed index), on the same packets and verdicts as the other methods; each lane's numbers are
         exactly those of its method played alone, at one env step per iteration instead of three."""
-        t0 = time.perf_counter()
         n, use_map = len(seeds), self.data.has_map
-        train, test = self.envs(study, use_map, np.tile(seeds, len(methods)), np.tile(weights, len(methods)))
-        actions = train.actions
         rows = {m: np.arange(k * n, (k + 1) * n) for k, m in enumerate(methods)}
+        with stopwatch() as lap:
+            train, test = self.envs(study, use_map, np.tile(seeds, len(methods)), np.tile(weights, len(methods)))
+            actions = train.actions
 
-        def policy(method: str, stream: int) -> baselines.Policy:
-            if method == "always_a":
-                return baselines.always_manager(study, actions, self.layout.manager)
-            if method == "random":  # the test split draws a fresh stream, not the one training consumed
-                return baselines.uniform_random(seeds, actions.n, stream)
-            return baselines.oracle(rows[method])
+            def policy(method: str, stream: int) -> baselines.Policy:
+                if method == "always_a":
+                    return baselines.always_manager(study, actions, self.layout.manager)
+                if method == "random":  # the test split draws a fresh stream, not the one training consumed
+                    return baselines.uniform_random(seeds, actions.n, stream)
+                return baselines.oracle(rows[method])
 
-        baselines.rollout(train, baselines.side_by_side([(rows[m], policy(m, baselines.POLICY_STREAM)) for m in methods]),
-                          observe=False)
-        baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]),
-                          observe=False)
-        seconds = (time.perf_counter() - t0) / len(methods)  # each method's share of the batch
+            baselines.rollout(train, baselines.side_by_side([(rows[m], policy(m, baselines.POLICY_STREAM)) for m in methods]),
+                              observe=False)
+            baselines.rollout(test, baselines.side_by_side([(rows[m], policy(m, baselines.TEST_POLICY_STREAM)) for m in methods]),
+                              observe=False)
+        seconds = lap.seconds / len(methods)  # each method's share of the batch
         used = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
         runs = [MethodRun(study, m, [f"{study}.{m}"] * n, seeds, weights, actions, use_map,
                           train.lanes_view(rows[m]), test.lanes_view(rows[m]), None, None, seconds,
@@ -282,20 +295,20 @@ class CoordinatorStudy:
     def frozen_management(self, study: str, seeds: np.ndarray, weights: np.ndarray) -> list[MethodRun]:
         """mgmt_policy (the last weights) and mgmt_policy_selected (the dev-selected checkpoints) as
         lanes of one env (method-major), each lane exactly what its method gives played alone."""
-        t0 = time.perf_counter()
         source = self.find("management", "dqn_map") or self.find("management", "dqn_nomap")
         assert source is not None  # params validation guarantees the management coordinator ran first
         selected, extra = self.selected[source.method]
         n, rules = len(seeds), self.p.mgmt_policy_rules
         both = GreedyPolicy(source.policy.sizes, source.policy.layers + selected.layers)
-        train, test = self.envs(rules, source.use_map, np.tile(seeds, 2), np.tile(weights, 2))
-        actions = train.actions
-        act = (baselines.greedy(both) if rules == "management"
-               else baselines.management_in_delegation(both, self.layout.routes, actions))
-        baselines.rollout(train, act)
-        baselines.rollout(test, act)
+        with stopwatch() as lap:
+            train, test = self.envs(rules, source.use_map, np.tile(seeds, 2), np.tile(weights, 2))
+            actions = train.actions
+            act = (baselines.greedy(both) if rules == "management"
+                   else baselines.management_in_delegation(both, self.layout.routes, actions))
+            baselines.rollout(train, act)
+            baselines.rollout(test, act)
         solver_set = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
-        seconds = (time.perf_counter() - t0) / 2
+        seconds = lap.seconds / 2
         runs = []
         for k, (method, info) in enumerate((("mgmt_policy", None), ("mgmt_policy_selected", extra))):
             rows = np.arange(k * n, (k + 1) * n)
@@ -323,38 +336,39 @@ class CoordinatorStudy:
         features the env zeroes, its network embedded without them) and the cost-weight sweep —
         then evaluate each method greedily on the test split and report it as its own run.
         `apart`: the batch already trains in a second process (`train_apart`); wait for it here."""
-        t0 = time.perf_counter()
-        train, lane_inputs, no_map_inputs, any_map = self.dqn_batch(study, members)
-        seeds = train.seeds
         label = "+".join(dict.fromkeys(m.method + (".sweep" if m.sweep else "") for m in members))
+        phase = f"dqn_batch_{study}"
         if apart is None:
-            update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
-            result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs,
-                                   checkpoints=self.checkpoints(study))
-            close()
+            with self.phases(phase) as batch:
+                train, lane_inputs, no_map_inputs, any_map = self.dqn_batch(study, members)
+                update, close = _progress_bar(self.progress, self.p.episodes, f"{study}.{label}")
+                result = train_batched(train, self.p.dqn, self.device, update, lane_inputs=lane_inputs,
+                                       checkpoints=self.checkpoints(study))
+                close()
+            trained = batch.seconds
         else:
-            result = apart.result()
-            train = result.env  # the env the worker stepped: its stats and step record
-            t0 = time.perf_counter() - result.seconds
-        trained = time.perf_counter() - t0
+            _, lane_inputs, no_map_inputs, any_map = self.dqn_batch(study, members)
+            result, trained = apart.result()  # the worker timed its training loop
+            self.phases.add(phase, trained)
+        train = result.env  # the env that was stepped (the worker's copy): its stats and step record
+        seeds = train.seeds
         runs, start = [], 0
         for m in members:
-            t1 = time.perf_counter()
             lanes = np.arange(start, start + len(m.seeds))
             start += len(m.seeds)
             use_map = m.method == "dqn_map"
-            policy = result.policy.lanes(lanes, None if use_map or not any_map else no_map_inputs)
-            test = self.env("test", study, use_map, m.seeds, m.weights)
-            baselines.rollout(test, baselines.greedy(policy))
+            with stopwatch() as own:
+                policy = result.policy.lanes(lanes, None if use_map or not any_map else no_map_inputs)
+                test = self.env("test", study, use_map, m.seeds, m.weights)
+                baselines.rollout(test, baselines.greedy(policy))
             actions = test.actions
             solver_set = [s for s, u in zip(actions.solvers, actions.answers.any(axis=0), strict=True) if u]
-            seconds = trained * len(lanes) / len(seeds) + time.perf_counter() - t1  # its share of the batch
+            seconds = trained * len(lanes) / len(seeds) + own.seconds  # its share of the batch and its own rollout
             run = MethodRun(study, m.method, m.names, m.seeds, m.weights, actions, use_map, train.lanes_view(lanes), test,
                             result.epsilon[lanes], policy, seconds, solver_set, m.sweep)
             if result.checkpoints and not m.sweep:
                 self.selected[m.method] = self.select_checkpoint(study, m, lanes, result, policy, no_map_inputs, any_map)
             runs.append(self._finish(run))
-        self.batch_seconds[study] = round(trained, 1)
         self.log(f"coordinator: {study}.{label}: {len(seeds)} lanes trained together in {trained:.1f} s")
         return runs
 
@@ -394,7 +408,7 @@ class CoordinatorStudy:
             self.on_run(run)
         return run
 
-    def _fixed_orders(self, study: str, seeds: np.ndarray, weights: np.ndarray, t0: float, finish: bool = True) -> MethodRun:
+    def _fixed_orders(self, study: str, seeds: np.ndarray, weights: np.ndarray, finish: bool = True) -> MethodRun:
         """Every fixed order in one batch of lanes (order-major: lane = order x seeds + seed index),
         on the same packets and verdicts as the other methods; no trajectories (they are baselines)."""
         actions = self.actions(study)
@@ -403,14 +417,15 @@ class CoordinatorStudy:
         lane_order = np.repeat(np.arange(len(names)), n)
         lane_seeds, lane_weights = np.tile(seeds, len(names)), np.tile(weights, len(names))
         use_map = self.data.has_map
-        train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False)
-        act = baselines.planned(plan, lane_order)
-        baselines.rollout(train, act, observe=False)
-        baselines.rollout(test, act, observe=False)
+        with stopwatch() as lap:
+            train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False)
+            act = baselines.planned(plan, lane_order)
+            baselines.rollout(train, act, observe=False)
+            baselines.rollout(test, act, observe=False)
         solvers = [[s for s, u in zip(actions.solvers, actions.answers[np.unique(plan[o])].any(axis=0), strict=True) if u]
                    for o in range(len(names))]
         run = MethodRun(study, "fixed_order", [f"{study}.fixed_order"] * len(lane_seeds), lane_seeds, lane_weights,
-                        actions, use_map, train, test, None, None, time.perf_counter() - t0,
+                        actions, use_map, train, test, None, None, lap.seconds,
                         sorted({s for ss in solvers for s in ss}, key=actions.solvers.index),
                         points=[names[o] for o in lane_order], lane_solvers=[solvers[o] for o in lane_order])
         return self._finish(run) if finish else run
@@ -500,7 +515,7 @@ class CoordinatorStudy:
                 if method == side[0]:
                     runs += self.fixed_policies(study, side, seeds, weights, finish=False)
             else:
-                runs.append(self._fixed_orders(study, seeds, weights, time.perf_counter(), finish=False))
+                runs.append(self._fixed_orders(study, seeds, weights, finish=False))
         return runs
 
     def _log_run(self, run: MethodRun) -> None:

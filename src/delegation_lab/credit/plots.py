@@ -1,7 +1,8 @@
 """Pictures of the credit study, like SHARP's figures: held-out accuracy per method against the
 paper's MuSiQue ablation (Figure 3), held-out accuracy over training with a 95 % band over seeds
 (Figure 5), coordination (Figure 6: useful / harmful call shares, planner credit) and the p-sweep
-(Figure 7: accuracy, tokens and training time per batch against p)."""
+(Figure 7: accuracy, tokens and training time per batch against p); `write_figures` writes them with
+their tables."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.credit.report import PAPER, PAPER_P_SWEEP
+from delegation_lab.credit.report import PAPER, PAPER_P_SWEEP, curve_tables
+from delegation_lab.credit.study import StudyOutcome
 from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.tables import write_csv_atomic
 
 
 def plot_methods(methods: pl.DataFrame, out: Path) -> Path:
@@ -87,3 +90,16 @@ def plot_p_sweep(sweep: pl.DataFrame, out: Path) -> Path:
     fig.suptitle("Cost analysis (Figure 7)")
     fig.tight_layout()
     return save_figure(fig, out, bbox_inches="tight")
+
+
+def write_figures(study: StudyOutcome, folder: Path) -> None:
+    """The curve tables (plots/credit/*.csv) and the pictures beside them in `folder`/figures."""
+    tables = curve_tables(study)
+    for name, table in tables.items():
+        write_csv_atomic(table, folder / f"{name}.csv")
+    figures = folder / "figures"
+    names = study.params.method_names()
+    plot_methods(tables["methods"], figures / "methods.png")
+    plot_stability(tables["heldout_accuracy"], study.params.seeds, figures / "stability.png",
+                   [m for m in ("single", "broadcast", "no_shapley", "sharp") if m in names])
+    plot_p_sweep(tables["p_sweep"], figures / "p_sweep.png")

@@ -18,12 +18,25 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from delegation_lab.credit.env import OUTCOME_NAMES, TOOL_NAMES, SingleRollouts, TeamGame, TeamRollouts, ToolTable
+from delegation_lab.credit.env import (
+    OUTCOME_NAMES,
+    TOOL_NAMES,
+    SingleRollouts,
+    TeamGame,
+    TeamRollouts,
+    ToolTable,
+)
 from delegation_lab.credit.grpo import method_p
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.study import MethodOutcome, StudyOutcome
 from delegation_lab.evaluation.params import IntervalParams
-from delegation_lab.evaluation.statistics import DDOF, ItemBootstrap, mean_and_std, paired_bootstrap, seed_interval
+from delegation_lab.evaluation.statistics import (
+    DDOF,
+    ItemBootstrap,
+    mean_and_std,
+    paired_bootstrap,
+    seed_interval,
+)
 from delegation_lab.schemas import OUTCOME_SCHEMA
 
 DATASET = "sharp_multihop"  # the summaries' dataset: a simulated task, not the shared cached items
@@ -233,19 +246,6 @@ def long_run_metrics(params: CreditParams, intervals: IntervalParams | None = No
             if m.spec.name != "sharp":
                 out.update(paired_gap(study, "sharp", m.spec.name, boot, f"sharp_minus_{m.spec.name}"))
     return out
-
-
-def flat_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
-    """Numeric leaves as MLflow metric keys (a/b/c; '=' replaced), `paper` subtrees left out."""
-    if isinstance(obj, dict):
-        out: dict[str, float] = {}
-        for key, value in obj.items():
-            if key != "paper":
-                out.update(flat_numbers(value, f"{prefix}{key}/"))
-        return out
-    if isinstance(obj, int | float) and not isinstance(obj, bool):
-        return {prefix[:-1].replace("=", "_"): obj}
-    return {}
 
 
 # ----------------------------------------------------------------------------------- summaries

@@ -8,7 +8,6 @@ have their own streams), so the methods differ only by their rewards and advanta
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import as_completed
 from dataclasses import dataclass
@@ -16,11 +15,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from delegation_lab.credit.env import TaskPool, make_pool
-from delegation_lab.credit.evaluate import EvalResult, EvalSet, accuracy_now, evaluate, make_eval_set, split_by_method
-from delegation_lab.credit.grpo import MethodSpec, TrainResult, method_spec, train_methods
+from delegation_lab.credit.evaluate import (
+    EvalResult,
+    EvalSet,
+    accuracy_now,
+    evaluate,
+    make_eval_set,
+    split_by_method,
+)
+from delegation_lab.credit.grpo import (
+    MethodSpec,
+    TrainResult,
+    method_spec,
+    train_methods,
+)
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.evaluation.statistics import mean_and_std
 from delegation_lab.parallel import spawn_pool
+from delegation_lab.phases import stopwatch
 from delegation_lab.torch_runtime import resolve_device, torch_threads
 
 POOL_STREAM = 0
@@ -71,13 +83,13 @@ def train_group(group: list[MethodSpec], params: CreditParams, train_pool: TaskP
     """Train one ensemble of methods (every seed) and evaluate each on the held-out draws. Each
     member's numbers depend on its own method and seed only (the seeds' streams are shared by every
     method, common random numbers), so which methods share an ensemble changes no figure."""
-    t0 = time.perf_counter()
     label = ", ".join(s.name for s in group)
-    update, close = _bar(progress, params.iterations, label if len(group) == 1 else f"{len(group)} team methods")
-    results = train_methods(group, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev, params.curve_tasks), update)
-    close()
-    evaluations = split_by_method(evaluate(results[0].trainer, ev, params), len(group), len(seeds), ev.n)
-    seconds = (time.perf_counter() - t0) / len(group)
+    with stopwatch() as lap:
+        update, close = _bar(progress, params.iterations, label if len(group) == 1 else f"{len(group)} team methods")
+        results = train_methods(group, params, train_pool, seeds, device, lambda tr: accuracy_now(tr, ev, params.curve_tasks), update)
+        close()
+        evaluations = split_by_method(evaluate(results[0].trainer, ev, params), len(group), len(seeds), ev.n)
+    seconds = lap.seconds / len(group)
     return [MethodOutcome(result.spec, result, evaluation, seconds) for result, evaluation in zip(results, evaluations, strict=True)]
 
 

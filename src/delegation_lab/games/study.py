@@ -1,10 +1,13 @@
 """The `history_game` study: equilibrium value sets of game specs, and independent Q-learning on
 the alternating help game without and with virtual money (History Matters §2.3, §2.4, §3.3).
-Builds the metrics (paper figures beside ours), learning curves, trajectory rows and figures;
-`stages/history_game.py` does the I/O and MLflow logging."""
+Solves the games, trains every condition (`train_conditions`), builds the metrics (paper figures
+beside ours, `study_metrics`), learning curves and trajectory rows; `games.plots` draws the figures,
+`stages/history_game.py` does the I/O and MLflow logging (`games.mlflow_log`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,15 +17,15 @@ import polars as pl
 
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.statistics import DDOF, seed_interval
-from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.games.equilibria import GameTooLarge, Solution, solve
-from delegation_lab.games.help_game import AGENTS, PHYSICAL, HelpGame
-from delegation_lab.games.help_game import NULL, YES
+from delegation_lab.games.help_game import AGENTS, NULL, PHYSICAL, YES, HelpGame
 from delegation_lab.games.iql import BatchedIQL, IQLResult, StateKind, train_iql
-from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
 from delegation_lab.games.limits import check_spec_memory, parse_size
+from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
 from delegation_lab.games.report import DEFAULT_MAX_PROFILES, number
 from delegation_lab.games.spec import Game, compile_game, load_game_spec
+from delegation_lab.parallel import spawn_pool
+from delegation_lab.phases import Phases
 
 CONDITIONS = {"no_transfer": False, "transfer": True}
 METHOD = {"no_transfer": "iql_no_transfer", "transfer": "iql_transfer"}
@@ -223,48 +226,6 @@ def trajectory_frames(result: IQLResult, every: int) -> dict[int, pl.DataFrame]:
     return {seed: part.drop("seed") for (seed,), part in frame.partition_by("seed", as_dict=True, maintain_order=True).items()}
 
 
-def plot_curves(curves: dict[str, pl.DataFrame], out: Path, title: str) -> Path:
-    plt = pyplot()
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
-    labels = {"no_transfer": "IQL", "transfer": "IQL with money transfer"}
-    for cond, frame in curves.items():
-        x, y, s = frame["episode"].to_numpy(), frame["return"].to_numpy(), frame["return_std"].to_numpy()
-        ax.plot(x, y, lw=1, label=labels.get(cond, cond))
-        ax.fill_between(x, y - s, y + s, alpha=0.2)
-    ax.set_xlabel("training episode")
-    ax.set_ylabel("episodic environmental return (per agent)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="center right")
-    fig.tight_layout()
-    return save_figure(fig, out)
-
-
-def plot_equilibria(frame: pl.DataFrame, out: Path) -> Path:
-    plt = pyplot()
-
-    games = frame["game"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(1, max(1, len(games)), figsize=(5 * max(1, len(games)), 4.2), dpi=120, squeeze=False)
-    style = {"history": ("o", 110, "none", "C0"), "markov": ("s", 40, None, "C1"), "favoured": ("*", 160, None, "C3")}
-    for ax, name in zip(axes[0], games, strict=False):
-        part = frame.filter(pl.col("game") == name)
-        players = part["players"][0].split(",")
-        for kind, (marker, size, face, color) in style.items():
-            g = part.filter(pl.col("kind") == kind)
-            if g.height:
-                ax.scatter(g["v1"], g["v2"], marker=marker, s=size, facecolors=face or color, edgecolors=color,
-                           label={"history": "history-dependent SPE", "markov": "Markov perfect", "favoured": "favoured (Alg. 1)"}[kind])
-        ax.set_xlabel(f"V[{players[0]}]")
-        ax.set_ylabel(f"V[{players[1]}]" if len(players) > 1 else "")
-        ax.set_title(name)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, out)
-
-
-
 # ---------------------------------------------------------------------------------------------
 # one batch per condition: the reported learner, the discount sweep and the history-aware learners
 
@@ -387,3 +348,56 @@ def summary_line(runs: dict[str, MoneyRun]) -> str:
         for c, r in runs.items()
     )
 
+
+def iql_progress_bar(enabled: bool, episodes: int, condition: str) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    """(a tqdm bar's advance-by-one-episode, its close), or (None, a no-op) when hidden."""
+    if not enabled:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=episodes, desc=f"IQL {condition}", unit="ep", mininterval=1.0)
+    return (lambda e: bar.update(1)), bar.close
+
+
+def train_conditions(envs: dict[str, HelpGame], params: HistoryGameParams, confidence: float = 0.95,
+                     progress: bool = False) -> tuple[dict[str, MoneyRun], dict[str, dict[Block, IQLResult]]]:
+    """Every condition's blocks (the reported learner, the gamma sweep, history-aware learners) and
+    its reported run. The conditions are independent batches (each seed draws from its own
+    generator): all but the first train in `workers` - 1 spawned processes while this one trains the
+    first. Returns (the reported run per condition, every block's result per condition)."""
+    runs: dict[str, MoneyRun] = {}
+    batches: dict[str, dict[Block, IQLResult]] = {}
+    conditions = list(envs)
+    with ExitStack() as stack:
+        pool = None
+        if params.workers > 1 and len(conditions) > 1:
+            pool = stack.enter_context(spawn_pool(min(params.workers - 1, len(conditions) - 1), deterministic=False))
+        elsewhere = {c: pool.submit(train_blocks, envs[c], params, blocks_for(params, CONDITIONS[c])) for c in conditions[1:]} if pool else {}
+        for condition in conditions:
+            blocks = blocks_for(params, CONDITIONS[condition])
+            if condition in elsewhere:
+                batches[condition] = elsewhere[condition].result()
+            else:
+                advance, close = iql_progress_bar(progress, params.iql.episodes, condition)
+                batches[condition] = train_blocks(envs[condition], params, blocks, progress=advance)
+                close()
+            result = batches[condition][blocks[0]]
+            runs[condition] = MoneyRun(condition, result, money_metrics(result, params.iql.late_window, confidence), curve_frame(result))
+    return runs, batches
+
+
+def study_metrics(solutions: dict[str, Solution], runs: dict[str, MoneyRun], batches: dict[str, dict[Block, IQLResult]],
+                  envs: dict[str, HelpGame], params: HistoryGameParams, confidence: float, phases: Phases) -> dict[str, Any]:
+    """metrics/history_game.json: the equilibria, the money runs and the gamma sweep (paper beside
+    ours), the history-aware learners, provenance and the timing (phases `solve`, `iql`)."""
+    metrics = {
+        # its own environment: the game specs and the help game, whatever data.dataset is
+        "dataset": "own (game specs and the alternating help game; data.dataset not used)",
+        "equilibria": {name: equilibria_metrics(sol) for name, sol in solutions.items()},
+        "money": {**{c: r.metrics for c, r in runs.items()}, "gamma_sweep": sweep_metrics(batches, confidence), "paper": PAPER_MONEY},
+        "timing": {"solve_s": phases.get("solve", 0.0), "iql_s": phases.get("iql", 0.0)},
+    }
+    if params.history_learner.enabled:
+        metrics["history_learner"] = history_learner_metrics(envs["no_transfer"], params, batches["no_transfer"], confidence)
+    metrics["provenance"] = dict(PROVENANCE)  # the rows of paper vs ours that are not plain outcomes
+    return metrics

@@ -1,5 +1,6 @@
-"""PNG pictures of the study (plots/market/*.png): success and margins vs N, learning curves,
-clearing prices and subsidies per node, and the answers market on the cost-accuracy plane."""
+"""The study's plots/market/: the tables for `dvc plots` (`write_plot_tables`) and the PNG pictures
+(success and margins vs N, learning curves, clearing prices and subsidies per node, the answers
+market on the cost-accuracy plane); `write_figures` writes both."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.figures import pyplot, save_figure
-from delegation_lab.market.report import group, mean_of, nanmean_rows, smooth_curve, std_of
-from delegation_lab.market.study import WorldResult, operating_point
+from delegation_lab.market.answers import SplitMatrix
+from delegation_lab.market.params import MarketParams
+from delegation_lab.market.report import group, mean_of, std_of
+from delegation_lab.market.study import SweepResult, WorldResult, operating_point
+from delegation_lab.tables import write_csv_atomic
 
 
 def _label(protocol: str, bidder: str) -> str:
@@ -117,3 +121,97 @@ def plot_answers_frontier(worlds: list[WorldResult], out: Path, references: pl.D
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return save_figure(fig, out)
+
+
+def smooth_curve(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or values.size < window:
+        return values
+    kernel = np.ones(window) / window
+    valid = ~np.isnan(values)
+    num = np.convolve(np.where(valid, values, 0.0), kernel, mode="valid")
+    den = np.convolve(valid.astype(float), kernel, mode="valid")
+    with np.errstate(invalid="ignore"):
+        return np.concatenate([np.full(window - 1, np.nan), num / den])
+
+
+def nanmean_rows(stacked: np.ndarray) -> np.ndarray:
+    """Column means over seeds ignoring NaN (NaN where every seed is NaN)."""
+    count = (~np.isnan(stacked)).sum(0)
+    total = np.where(np.isnan(stacked), 0.0, stacked).sum(0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10) -> list[Path]:
+    """The figures of plots/market/: chain success and margin vs N, chain learning curves, answers frontier and curves."""
+    written: list[Path] = []
+    chain = group([w for w in worlds if w.domain == "chain" and w.group == "main"])
+    by_pair: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
+    for (protocol, bidder, density), ws in chain.items():
+        by_pair[(protocol, bidder)].append((density, ws))
+        curves = {key: smooth_curve(nanmean_rows(np.vstack([w.curves[key] for w in ws])), smooth) for key in ("success", "margin", "subsidy", "alive", "route_cost")}
+        frame = pl.DataFrame({"round": np.arange(len(curves["success"])), **{k: v.astype(float) for k, v in curves.items()}}).fill_nan(None)
+        written.append(write_csv_atomic(frame, folder / "chain_curves" / f"{protocol}-{bidder}-N{density}.csv"))
+    for (protocol, bidder), items in by_pair.items():
+        items.sort()
+        finals = [[w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws] for _, ws in items]
+        density = [d for d, _ in items]
+        success = pl.DataFrame({"N": density, "success": [mean_of(f["success"] for f in fs) for fs in finals], "success_std": [std_of(f["success"] for f in fs) for fs in finals]})
+        margin = pl.DataFrame(
+            {"N": density, "margin": [mean_of(f["margin"] for f in fs) for fs in finals], "bankruptcies": [mean_of(f["bankruptcies"] for f in fs) for fs in finals]},
+            schema={"N": pl.Int64, "margin": pl.Float64, "bankruptcies": pl.Float64},
+        )
+        written.append(write_csv_atomic(success, folder / "chain_success" / f"{protocol}-{bidder}.csv"))
+        written.append(write_csv_atomic(margin, folder / "chain_margin" / f"{protocol}-{bidder}.csv"))
+    answers = [w for w in worlds if w.domain == "answers"]
+    if answers:
+        rows = []
+        for (protocol, bidder, multiple), ws in group(answers).items():
+            rows.append(
+                {
+                    "method": f"{protocol}-{bidder}",
+                    "operating_point": operating_point(multiple),
+                    "reward_usd": ws[0].reward_usd,
+                    "cost_per_item_usd": mean_of(w.final["cost_per_item"] for w in ws),
+                    "accuracy": mean_of(w.final["accuracy"] for w in ws),
+                    "calls_per_item": mean_of(w.final["calls_per_item"] for w in ws),
+                }
+            )
+        written.append(write_csv_atomic(pl.DataFrame(rows).sort(["method", "reward_usd"]), folder / "answers_frontier.csv"))
+        by_method: dict[str, list[WorldResult]] = defaultdict(list)
+        for w in answers:
+            by_method[w.cell].append(w)
+        for method, ws in by_method.items():
+            stacked = np.vstack([w.curves["success"] for w in ws])
+            frame = pl.DataFrame({"round": np.arange(stacked.shape[1]), "success": smooth_curve(stacked.mean(0), smooth).astype(float)}).fill_nan(None)
+            written.append(write_csv_atomic(frame, folder / "answers_curves" / f"{method}.csv"))
+    return written
+
+
+def single_solver_points(matrices: dict[str, SplitMatrix], solvers: list[str]) -> pl.DataFrame:
+    """Each solver alone on the test split: the answers frontier's references."""
+    test = matrices["test"]
+    return pl.DataFrame(
+        {
+            "method": [f"always-{s}" for s in solvers],
+            "accuracy": test.correct.float().mean(0).tolist(),
+            "cost_per_item_usd": test.cost.mean(0).tolist(),
+        }
+    )
+
+
+def write_figures(chain: SweepResult, answers: SweepResult, folder: Path, params: MarketParams,
+                  matrices: dict[str, SplitMatrix] | None, solvers: list[str]) -> list[Path]:
+    """The plot tables and the pictures of both sweeps; returns the pictures (MLflow artifacts)."""
+    write_plot_tables(chain.worlds + answers.worlds, folder)
+    pictures = []
+    density_sweep = [w for w in chain.worlds if w.group == "main"]
+    if density_sweep:
+        pictures += [
+            plot_chain_density(density_sweep, folder / "chain_density.png"),
+            plot_chain_curves(density_sweep, folder / "chain_curves.png"),
+            plot_chain_prices(density_sweep, folder / "chain_prices.png", params.chain.graph.languages()),
+        ]
+    if answers.worlds:
+        pictures.append(plot_answers_frontier(answers.worlds, folder / "answers_frontier.png",
+                                              single_solver_points(matrices, solvers)))
+    return pictures

@@ -1,5 +1,5 @@
 """From sweep results to the study's outputs: metrics/market.json (ours beside the paper's), the
-plot tables for `dvc plots`, and the summary and item-level outcome rows the shared frontier reads.
+summary and item-level outcome rows the shared frontier reads, and the stage's printed summary.
 
 Intervals come from `evaluation.statistics`: the answers markets' test accuracy and cost per item get
 an item bootstrap (items and seeds resampled; `*_ci`), the chain's success a t interval over seeds."""
@@ -8,20 +8,33 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from delegation_lab.evaluation.params import IntervalParams
-from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, seed_interval
+from delegation_lab.evaluation.statistics import (
+    ItemBootstrap,
+    mean_and_std,
+    seed_interval,
+)
 from delegation_lab.market.chain import cheapest_costs
-from delegation_lab.market.paper import GRAPH_CLAIMS, chain_claims, other_reading_claims, provenance_block
-from delegation_lab.market.params import GraphParams
-from delegation_lab.market.study import WorldResult, operating_point
+from delegation_lab.market.inputs import MarketInputs
+from delegation_lab.market.paper import (
+    GRAPH_CLAIMS,
+    chain_claims,
+    other_reading_claims,
+    provenance_block,
+)
+from delegation_lab.market.params import (
+    PROTOCOLS,
+    GraphParams,
+    MarketParams,
+    market_cells,
+)
+from delegation_lab.market.study import SweepResult, WorldResult, operating_point
 from delegation_lab.paper import paper_vs_ours
 from delegation_lab.schemas import OUTCOME_SCHEMA
-from delegation_lab.tables import write_csv_atomic
 
 CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task", "welfare")
 SPREAD_KEYS = ("success", "margin", "consumer_pays", "welfare", "route_cost", "cost_per_task")  # each with a t interval over seeds
@@ -270,65 +283,54 @@ def outcome_rows(worlds: list[WorldResult], dataset: str) -> pl.DataFrame:
     return pl.concat(parts) if parts else pl.DataFrame(schema=OUTCOME_SCHEMA)
 
 
-def smooth_curve(values: np.ndarray, window: int) -> np.ndarray:
-    if window <= 1 or values.size < window:
-        return values
-    kernel = np.ones(window) / window
-    valid = ~np.isnan(values)
-    num = np.convolve(np.where(valid, values, 0.0), kernel, mode="valid")
-    den = np.convolve(valid.astype(float), kernel, mode="valid")
-    with np.errstate(invalid="ignore"):
-        return np.concatenate([np.full(window - 1, np.nan), num / den])
+def market_metrics(chain: SweepResult, answers: SweepResult, params: MarketParams, inputs: MarketInputs,
+                   intervals: IntervalParams, seconds: float, trajectory_rows: int) -> dict:
+    """metrics/market.json: the chain sweep, the spread sweep, the answers market, the run, the
+    verifier and the provenance of every paper-vs-ours row."""
+    confidence = intervals.confidence
+    cp = params.chain
+    metrics = {
+        "chain": chain_metrics(chain.worlds, confidence, cp.graph, cp.terminal_reward) if chain.worlds else {},
+        "spread_sweep": spread_sweep_metrics(chain.worlds, confidence),
+        "answers": answers_metrics(answers.worlds, intervals) if answers.worlds else {},
+        "run": {
+            "seeds": params.seeds,
+            "cells": [f"{p}/{b}" for p, b in market_cells(list(params.protocols), list(params.bidders))],
+            "seconds": round(seconds, 2),
+            "seconds_by_run": {k: round(v, 2) for k, v in {**chain.seconds, **answers.seconds}.items()},
+            "trajectory_rows": trajectory_rows,
+        },
+    }
+    if answers.worlds:
+        first = answers.worlds[0]
+        metrics["answers"]["reward_unit_usd"] = first.reward_usd / first.multiple
+        metrics["answers"]["solvers"] = inputs.solvers
+        metrics["verifier"] = inputs.verifier.describe() | {"step": params.answers.verifier.enabled, "summaries": first.verifier}
+    metrics["provenance"] = market_provenance(metrics)
+    return metrics
 
 
-def nanmean_rows(stacked: np.ndarray) -> np.ndarray:
-    """Column means over seeds ignoring NaN (NaN where every seed is NaN)."""
-    count = (~np.isnan(stacked)).sum(0)
-    total = np.where(np.isnan(stacked), 0.0, stacked).sum(0)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
-
-
-def write_plot_tables(worlds: list[WorldResult], folder: Path, smooth: int = 10) -> list[Path]:
-    """The figures of plots/market/: chain success and margin vs N, chain learning curves, answers frontier and curves."""
-    written: list[Path] = []
-    chain = group([w for w in worlds if w.domain == "chain" and w.group == "main"])
-    by_pair: dict[tuple[str, str], list[tuple[int, list[WorldResult]]]] = defaultdict(list)
-    for (protocol, bidder, density), ws in chain.items():
-        by_pair[(protocol, bidder)].append((density, ws))
-        curves = {key: smooth_curve(nanmean_rows(np.vstack([w.curves[key] for w in ws])), smooth) for key in ("success", "margin", "subsidy", "alive", "route_cost")}
-        frame = pl.DataFrame({"round": np.arange(len(curves["success"])), **{k: v.astype(float) for k, v in curves.items()}}).fill_nan(None)
-        written.append(write_csv_atomic(frame, folder / "chain_curves" / f"{protocol}-{bidder}-N{density}.csv"))
-    for (protocol, bidder), items in by_pair.items():
-        items.sort()
-        finals = [[w.final | {"bankruptcies": float(len(w.bankrupt_agents))} for w in ws] for _, ws in items]
-        density = [d for d, _ in items]
-        success = pl.DataFrame({"N": density, "success": [mean_of(f["success"] for f in fs) for fs in finals], "success_std": [std_of(f["success"] for f in fs) for fs in finals]})
-        margin = pl.DataFrame(
-            {"N": density, "margin": [mean_of(f["margin"] for f in fs) for fs in finals], "bankruptcies": [mean_of(f["bankruptcies"] for f in fs) for fs in finals]},
-            schema={"N": pl.Int64, "margin": pl.Float64, "bankruptcies": pl.Float64},
-        )
-        written.append(write_csv_atomic(success, folder / "chain_success" / f"{protocol}-{bidder}.csv"))
-        written.append(write_csv_atomic(margin, folder / "chain_margin" / f"{protocol}-{bidder}.csv"))
-    answers = [w for w in worlds if w.domain == "answers"]
-    if answers:
-        rows = []
-        for (protocol, bidder, multiple), ws in group(answers).items():
-            rows.append(
-                {
-                    "method": f"{protocol}-{bidder}",
-                    "operating_point": operating_point(multiple),
-                    "reward_usd": ws[0].reward_usd,
-                    "cost_per_item_usd": mean_of(w.final["cost_per_item"] for w in ws),
-                    "accuracy": mean_of(w.final["accuracy"] for w in ws),
-                    "calls_per_item": mean_of(w.final["calls_per_item"] for w in ws),
-                }
-            )
-        written.append(write_csv_atomic(pl.DataFrame(rows).sort(["method", "reward_usd"]), folder / "answers_frontier.csv"))
-        by_method: dict[str, list[WorldResult]] = defaultdict(list)
-        for w in answers:
-            by_method[w.cell].append(w)
-        for method, ws in by_method.items():
-            stacked = np.vstack([w.curves["success"] for w in ws])
-            frame = pl.DataFrame({"round": np.arange(stacked.shape[1]), "success": smooth_curve(stacked.mean(0), smooth).astype(float)}).fill_nan(None)
-            written.append(write_csv_atomic(frame, folder / "answers_curves" / f"{method}.csv"))
-    return written
+def summary_line(metrics: dict, seconds: float) -> str:
+    """What the stage prints: per chain cell its success by N, the planner, the spread sweep, the best
+    operating point of each answers market."""
+    parts = [f"market: {seconds:.0f} s"]
+    chain = metrics.get("chain", {})
+    for protocol, bidders in chain.items():
+        if protocol not in PROTOCOLS:
+            continue
+        for bidder, cells in bidders.items():
+            succ = " ".join(f"{n}={c['success']:.2f}" for n, c in sorted(cells.items()))
+            parts.append(f"chain {protocol}/{bidder} success {succ}")
+    central = chain.get("centralised")
+    if central:
+        parts.append(f"chain centralised planner: route cost ${central['route_cost']:.4f}, welfare {central['welfare']:.4f} per task")
+    for cell in metrics.get("spread_sweep", {}).values():
+        if isinstance(cell, dict):
+            parts.append(f"spread {cell['cost_spread']:g}: success {cell['success']:.2f} margin {cell['margin'] if cell['margin'] is None else round(cell['margin'], 4)}")
+    for protocol, bidders in metrics.get("answers", {}).items():
+        if not isinstance(bidders, dict):
+            continue
+        for bidder, ops in bidders.items():
+            best = max(ops.items(), key=lambda kv: kv[1]["accuracy"] or 0)
+            parts.append(f"answers {protocol}/{bidder} best {best[0]}: acc {best[1]['accuracy']:.3f} at ${best[1]['cost_per_item']:.5f}/item")
+    return "\n".join(parts)

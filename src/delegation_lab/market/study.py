@@ -6,13 +6,13 @@
 - `run_answers`: the market over cached solver answers: bidders learn on the train split (`epochs`
   passes), then the test split is auctioned once with learning, exploration and probes off.
 
-Both return one `WorldResult` per market (cell x seed) and the auction rows for the trajectories.
+Both return one `WorldResult` per market (cell x seed) and the auction rows for the trajectories;
+`run_study` runs both as the stage does (in a pool of processes with `workers` > 1).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
@@ -24,15 +24,37 @@ from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.market.answers import AnswersDomain, SplitMatrix
 from delegation_lab.market.chain import ChainCell, ChainDomain, density_cells
 from delegation_lab.market.engine import Market
+from delegation_lab.market.inputs import MarketInputs
 from delegation_lab.market.params import BELIEF_BIDDERS, MarketParams, market_cells
-from delegation_lab.parallel import spawn_pool
 from delegation_lab.market.trajectories import AuctionRecorder
+from delegation_lab.parallel import spawn_pool
+from delegation_lab.phases import Phases, stopwatch
 
 Progress = Callable[[str, int], Callable[[int], None]]  # (label, total) -> advance(n)
 
 
 def no_progress(label: str, total: int) -> Callable[[int], None]:
     return lambda n: None
+
+
+def progress_bars(enabled: bool) -> Progress:
+    """A tqdm bar per label (closed when it reaches its total), or `no_progress`."""
+    if not enabled:
+        return no_progress
+
+    def make(label: str, total: int) -> Callable[[int], None]:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=label, leave=False)
+
+        def advance(n: int) -> None:
+            bar.update(n)
+            if bar.n >= total:
+                bar.close()
+
+        return advance
+
+    return make
 
 
 @dataclass
@@ -183,6 +205,28 @@ def run_markets(
     return chain, answers
 
 
+def run_study(params: MarketParams, inputs: MarketInputs, phases: Phases,
+              on_part: Callable[[SweepResult], None] = lambda part: None,
+              progress: Progress = no_progress) -> tuple[SweepResult, SweepResult, float]:
+    """Both sweeps as the stage runs them (answers only with `inputs.matrices`). `workers` > 1: every
+    market in a pool (phase `markets`), `on_part` seeing each one's result as it arrives while the
+    others still run; else the chain sweep, then the answers sweep (phases `chain`, `answers`), then
+    `on_part` on each. Returns (chain, answers, the wall seconds of the markets)."""
+    if params.workers > 1:
+        with phases("markets") as markets:
+            chain, answers = run_markets(params, inputs.matrices, inputs.n_buckets, inputs.solvers, inputs.verifier,
+                                         params.workers, on_part, progress)
+        return chain, answers, markets.seconds
+    with phases("chain") as chain_lap:
+        chain = run_chain(params, progress) if params.chain.enabled else SweepResult([], {})
+    with phases("answers") as answers_lap:
+        answers = (run_answers(params, inputs.matrices, inputs.n_buckets, inputs.solvers, inputs.verifier, progress)
+                   if inputs.matrices is not None else SweepResult([], {}))
+    on_part(chain)
+    on_part(answers)
+    return chain, answers, chain_lap.seconds + answers_lap.seconds
+
+
 # ---------------------------------------------------------------------------------------------
 # domain 1
 
@@ -224,13 +268,21 @@ def run_chain(params: MarketParams, progress: Progress = no_progress, record_eve
 def run_chain_bidder(params: MarketParams, bidder: str, protocols: list[str], progress: Progress = no_progress,
                      record_every: int | None = None) -> SweepResult:
     """One bidder's chain markets (every protocol, density, seed, and its spread / other-reading
-    cells), batched in one `Market` seeded by the bidder alone: independent of every other bidder."""
+    cells), batched in one `Market` seeded by the bidder alone: independent of every other bidder.
+    Its wall seconds: `seconds["chain/<bidder>"]`."""
+    with stopwatch() as lap:
+        out = _chain_bidder(params, bidder, protocols, progress, record_every)
+    out.seconds[f"chain/{bidder}"] = lap.seconds
+    return out
+
+
+def _chain_bidder(params: MarketParams, bidder: str, protocols: list[str], progress: Progress,
+                  record_every: int | None) -> SweepResult:
     device = _torch_setup(params)
     cp = params.chain
     seeds = [params.seed + i for i in range(params.seeds)]
     out = SweepResult([], {})
     every = params.trajectories.train_every if record_every is None else record_every
-    t0 = time.perf_counter()
     domain = ChainDomain(cp, protocols, seeds, device, cells=chain_cells(params, bidder, protocols, seeds))
     market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "chain", bidder))
     recorder = AuctionRecorder(every, keep=np.array([c.group == "main" for c in domain.cells]))
@@ -259,7 +311,6 @@ def run_chain_bidder(params: MarketParams, bidder: str, protocols: list[str], pr
         out.worlds.append(res)
     for w, frame in recorder.frames(domain.agent_names, domain.languages).items():  # main cells only
         out.trajectories[(f"chain-{domain.cells[w].protocol}-{bidder}-N{domain.cells[w].density}", domain.cells[w].seed)] = frame
-    out.seconds[f"chain/{bidder}"] = time.perf_counter() - t0
     out.rounds[f"chain/{bidder}"] = cp.rounds
     return out
 
@@ -323,14 +374,22 @@ def run_answers_bidder(
     record_every: int | None = None,
 ) -> SweepResult:
     """One bidder's answers markets (every protocol, reward multiple, seed) in one `Market` seeded by
-    the bidder alone: independent of every other bidder."""
+    the bidder alone: independent of every other bidder. Its wall seconds: `seconds["answers/<bidder>"]`."""
+    with stopwatch() as lap:
+        out = _answers_bidder(params, matrices, n_buckets, solvers, verifier, bidder, protocols, progress, record_every)
+    out.seconds[f"answers/{bidder}"] = lap.seconds
+    return out
+
+
+def _answers_bidder(params: MarketParams, matrices: dict[str, SplitMatrix], n_buckets: int, solvers: list[str],
+                    verifier: Verifier, bidder: str, protocols: list[str], progress: Progress,
+                    record_every: int | None) -> SweepResult:
     device = _torch_setup(params)
     ap = params.answers
     seeds = [params.seed + i for i in range(params.seeds)]
     out = SweepResult([], {})
     every = params.trajectories.train_every if record_every is None else record_every
     K = ap.items_per_round
-    t0 = time.perf_counter()
     domain = AnswersDomain(matrices, n_buckets, solvers, ap, protocols, seeds, verifier, device)
     market = Market(domain, domain.worlds(), bidder, params, device, seed=_market_seed(params, "answers", bidder))
     recorder = AuctionRecorder(every)
@@ -373,7 +432,6 @@ def run_answers_bidder(
     for w, frame in recorder.frames(domain.agent_names, places).items():
         cell = domain.cells[w]
         out.trajectories[(f"{cell.protocol}-{bidder}@{operating_point(cell.multiple)}", cell.seed)] = frame
-    out.seconds[f"answers/{bidder}"] = time.perf_counter() - t0
     out.rounds[f"answers/{bidder}"] = total
     return out
 

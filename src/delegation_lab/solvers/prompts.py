@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from delegation_lab.data.items import Item
+from delegation_lab.errors import InputError
 from delegation_lab.parsing import parse_choice, parse_number_answer
 
 Parser = Callable[[str, Item], "str | None"]
@@ -29,7 +30,7 @@ class PromptTemplate:
         try:
             user = self.user.format(**values)
         except KeyError as e:
-            raise KeyError(f"prompt template {self.name!r} needs context key {e.args[0]!r}") from None
+            raise InputError(f"prompt template {self.name!r} needs context key {e.args[0]!r}") from None
         messages = [{"role": "system", "content": self.system}] if self.system else []
         return messages + [{"role": "user", "content": user}]
 
@@ -93,7 +94,7 @@ def template_for(role: str, item: Item, override: str | None = None) -> PromptTe
     if name is None and role == "answer":
         name = "multiple_choice" if item.choices else "math_cot"
     if name is None:
-        raise KeyError(f"no prompt template for role {role!r}; set solvers.<name>.role_prompts.{role}")
+        raise InputError(f"no prompt template for role {role!r}; set solvers.<name>.role_prompts.{role}")
     if name not in TEMPLATES:
-        raise KeyError(f"unknown prompt template {name!r}; registered: {sorted(TEMPLATES)}")
+        raise InputError(f"unknown prompt template {name!r}; registered: {sorted(TEMPLATES)}")
     return TEMPLATES[name]
