@@ -16,7 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.test_backend_openai_compat import FakeServer  # noqa: E402  (reuses the tests' fake endpoint)
 
-from delegation_lab.config import ArithParams, SolverParams  # noqa: E402
+from delegation_lab.data.params import ArithParams
+from delegation_lab.solvers.params import SolverParams  # noqa: E402
 from delegation_lab.data.arith import generate  # noqa: E402
 from delegation_lab.solvers import build_solver  # noqa: E402
 from delegation_lab.solvers.cache import AnswerCache  # noqa: E402

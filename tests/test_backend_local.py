@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from delegation_lab.config import ArithParams, Decoding, SolverParams, VllmParams
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import Item
+from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers import build_backend, build_solver
+from delegation_lab.solvers.params import Decoding, SolverParams, VllmParams
 from delegation_lab.solvers.pricing import cost_usd
 from delegation_lab.solvers.prompts import JUDGE, MATH_COT
 

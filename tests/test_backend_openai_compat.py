@@ -20,11 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from delegation_lab.config import ArithParams, SolverParams
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.solvers.openai_compat import RETRY_AFTER_CAP_S, normalise_base_url, parse_retry_after
+from delegation_lab.solvers.params import SolverParams
 from delegation_lab.solvers.pricing import cost_usd, messages_tokens
 
 from .conftest import cpu_simd_flags

@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import DataParams, SolverParams, load_params
+from delegation_lab.config import load_params
 from delegation_lab.data import build_items
+from delegation_lab.data.params import DataParams
 from delegation_lab.solvers.base import Generation, Request, Solver
 from delegation_lab.solvers.cache import KEY, AnswerCache, CacheLocked
+from delegation_lab.solvers.params import SolverParams
 
 from .conftest import BIN, REPO, env_with_venv, make_project, run
 

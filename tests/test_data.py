@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from delegation_lab.config import ArithParams, DataParams
-from delegation_lab.data import DataError, SplitError, arith, build_items
+from delegation_lab.data import arith, build_items
 from delegation_lab.data.arith import TEMPLATES, apply_step
+from delegation_lab.data.items import SplitError
+from delegation_lab.data.params import ArithParams, DataParams
+from delegation_lab.data.sources import DataError
 
 SMALL = dict(ability_size=30, train_size=60, test_size=40)
 

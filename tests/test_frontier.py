@@ -8,9 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import DataParams, FrontierParams, Price, ReplayParams, SolverParams
+from delegation_lab.config import FrontierParams
 from delegation_lab.data import build_items
+from delegation_lab.data.params import DataParams
 from delegation_lab.evaluation import IntervalParams, Verifier
+from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
 from delegation_lab.frontier import (
     Anchors,
     SolverMatrix,

@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from delegation_lab.ability import wilson_interval
-from delegation_lab.config import ArithParams, Price
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.margent import analysis
 from delegation_lab.margent.collect import build_tree
 from delegation_lab.margent.params import SUBAGENTS, SimulatorParams, SubAgentSim
@@ -19,6 +19,7 @@ from delegation_lab.margent.schemas import AgentView
 from delegation_lab.margent.simulator import SimulatedTeam, hash_uniform, solve_structure
 from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree
+from delegation_lab.solvers.params import Price
 
 PRICE = Price(input_usd_per_mtok=0.05, output_usd_per_mtok=0.10)
 PRICES = {r: PRICE for r in ("manager", *SUBAGENTS)}

@@ -11,8 +11,8 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from delegation_lab.config import ArithParams, SolverParams
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import InputError
 from delegation_lab.margent import llm_team, prompts
 from delegation_lab.margent.collect import build_tree
@@ -21,6 +21,7 @@ from delegation_lab.margent.schemas import AgentView
 from delegation_lab.margent.team import GoldScorer
 from delegation_lab.margent.tree import SequenceTree
 from delegation_lab.solvers.base import Generation, Solver
+from delegation_lab.solvers.params import SolverParams
 from delegation_lab.solvers.prompts import TEMPLATES
 
 from .conftest import needs_llamacpp

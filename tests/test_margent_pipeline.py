@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import ArithParams
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
+from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import InputError
 from delegation_lab.layout import Layout
 from delegation_lab.margent import study

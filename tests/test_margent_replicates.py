@@ -9,9 +9,10 @@ from pathlib import Path
 
 import polars as pl
 
-from delegation_lab.config import ArithParams, load_params
+from delegation_lab.config import load_params
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
+from delegation_lab.data.params import ArithParams
 from delegation_lab.margent import replicates, study
 from delegation_lab.margent.params import rho_label
 from delegation_lab.margent.sensitivity import LABELS, variants

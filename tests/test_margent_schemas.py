@@ -9,9 +9,10 @@ import json
 import pytest
 import yaml
 
-from delegation_lab.config import ArithParams, parse_params
+from delegation_lab.config import parse_params
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import Item
+from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import ConfigError
 from delegation_lab.margent.params import MargentParams, rho_label
 from delegation_lab.margent.schemas import (

@@ -9,15 +9,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import ArithParams, Price
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
+from delegation_lab.data.params import ArithParams
 from delegation_lab.margent import distill, evaluate, policy, report, study
 from delegation_lab.margent.collect import NODE_SCHEMA
 from delegation_lab.margent.params import SUBAGENTS, MargentParams
 from delegation_lab.margent.schemas import Candidate, Decision
 from delegation_lab.margent.simulator import SimulatedTeam
 from delegation_lab.margent.tree import SequenceTree
+from delegation_lab.solvers.params import Price
 
 PRICES = {r: Price(input_usd_per_mtok=0.05, output_usd_per_mtok=0.10) for r in ("manager", *SUBAGENTS)}
 TREE = SequenceTree(SUBAGENTS, 3)

@@ -14,11 +14,11 @@ import yaml
 from delegation_lab.config import parse_params
 from delegation_lab.data.items import Item
 from delegation_lab.errors import ConfigError, InputError
-from delegation_lab.redref import experiments as ex
 from delegation_lab.evaluation import statistics as stats
+from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import memory, policy
 from delegation_lab.redref.bandit import judge_noise_sweep, loglog_slope
-from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.redref.cached import CachedArms, route_cached, verdict_rows
 from delegation_lab.redref.controller import Redref, competence_weighted_vote, merge_sections
 from delegation_lab.redref.engine import STOP_CODES, run_sequences
@@ -337,7 +337,7 @@ def test_forced_exploration_when_every_agent_cools():
                     out.append(Generation(text=f"## law | by {r.context['agent']} | #1\nsomething", tokens_in=10, tokens_out=10))
             return out
 
-    from delegation_lab.config import SolverParams
+    from delegation_lab.solvers.params import SolverParams
 
     sp = SolverParams.model_validate({"backend": "simulated", "model": "echo", "price": {"input_usd_per_mtok": 0, "output_usd_per_mtok": 0},
                                       "role_prompts": {"redref_agent": "redref_agent", "redref_judge": "redref_judge"}, "simulated": {}})

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delegation_lab.config import SolverParams
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref.controller import Redref
 from delegation_lab.redref.judge import ROLE_PROMPTS
 from delegation_lab.redref.memory import BeliefState, HashingEmbedder
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.solvers import build_solver
+from delegation_lab.solvers.params import SolverParams
 
 from .conftest import needs_llamacpp
 from .test_redref import CountingBackend

@@ -13,24 +13,19 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import DataParams, Price, ReplayDatasetParams, ReplayParams, SolverParams
 from delegation_lab.data import build_items
 from delegation_lab.data.items import Item, items_frame, make_item_id
+from delegation_lab.data.params import DataParams, ReplayDatasetParams
 from delegation_lab.data.replay import ReplayDataError, load_replay_items
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Solver
 from delegation_lab.solvers.cache import AnswerCache
+from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
 from delegation_lab.solvers.pricing import cost_usd, estimate_tokens, messages_tokens
-from delegation_lab.solvers.replay import (
-    CACHE_COLUMNS,
-    ReplayBackend,
-    ReplayError,
-    file_sha256,
-    import_report,
-    load_cache,
-    normalise_question,
-    read_cache,
-)
+from delegation_lab.solvers.replay.backend import ReplayBackend
+from delegation_lab.solvers.replay.cache import file_sha256, load_cache, normalise_question, read_cache
+from delegation_lab.solvers.replay.import_report import import_report
+from delegation_lab.solvers.replay.records import CACHE_COLUMNS, ReplayError
 
 from .conftest import BIN, make_project, run
 

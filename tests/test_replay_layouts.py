@@ -16,20 +16,16 @@ from typer.testing import CliRunner
 
 from delegation_lab.ability import build_ability_map
 from delegation_lab.cli import app
-from delegation_lab.config import (
-    AbilityMapParams,
-    LongTableFields,
-    Price,
-    ReplayDatasetParams,
-    ReplayParams,
-    SolverParams,
-    parse_params,
-)
+from delegation_lab.config import AbilityMapParams, parse_params
 from delegation_lab.data.items import Item, make_item_id
+from delegation_lab.data.params import ReplayDatasetParams
 from delegation_lab.data.replay import load_replay_items
 from delegation_lab.params_model import ConfigError
 from delegation_lab.solvers.base import Solver
-from delegation_lab.solvers.replay import ReplayBackend, ReplayError, file_sha256, load_cache, read_cache
+from delegation_lab.solvers.params import LongTableFields, Price, ReplayParams, SolverParams
+from delegation_lab.solvers.replay.backend import ReplayBackend
+from delegation_lab.solvers.replay.cache import file_sha256, load_cache, read_cache
+from delegation_lab.solvers.replay.records import ReplayError
 
 MIX = "mistralai/Mixtral-8x7B-Instruct-v0.1"
 GPT = "gpt-4-1106-preview"

@@ -10,9 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from delegation_lab.cli import app
-from delegation_lab.config import Price, ReplayDatasetParams, ReplayParams
+from delegation_lab.data.params import ReplayDatasetParams
 from delegation_lab.data.replay import load_replay_items
-from delegation_lab.solvers.replay import ReplayBackend, ReplayError
+from delegation_lab.solvers.params import Price, ReplayParams
+from delegation_lab.solvers.replay.backend import ReplayBackend
+from delegation_lab.solvers.replay.records import ReplayError
 
 from .test_replay import write_routerbench_pickle
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from delegation_lab.config import ArithParams
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.solvers.chat_reply import InvalidUsage, MalformedReply, parse_chat_completion
 
 from .test_backend_openai_compat import expected_answer, make_solver, server  # noqa: F401 - `server` is a fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from delegation_lab.config import ArithParams
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.solvers.cache import AnswerCache
 
 from .test_backend_openai_compat import FakeServer, make_solver

@@ -14,12 +14,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from delegation_lab.config import DataParams, Gsm8kParams, Price, ReplayParams, SolverParams
 from delegation_lab.data import build_items
 from delegation_lab.data.items import Item
+from delegation_lab.data.params import DataParams, Gsm8kParams
 from delegation_lab.parsing import CALC_ANNOTATION, NUMBER, numbers_match, parse_gsm8k_gold, parse_number_answer
 from delegation_lab.solvers.base import Answer, Solver
-from delegation_lab.solvers.replay import ReplayBackend, load_cache
+from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
+from delegation_lab.solvers.replay.backend import ReplayBackend
+from delegation_lab.solvers.replay.cache import load_cache
 
 MIX = "mistralai/Mixtral-8x7B-Instruct-v0.1"
 GPT = "gpt-4-1106-preview"

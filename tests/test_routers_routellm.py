@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from delegation_lab.config import DataParams, Gsm8kParams, Price, ReplayParams, SolverParams
 from delegation_lab.data import build_items
+from delegation_lab.data.params import DataParams, Gsm8kParams
 from delegation_lab.embeddings import load_embedder, text_features
 from delegation_lab.evaluation import Verifier, uniforms
 from delegation_lab.evaluation.params import IntervalParams
@@ -27,7 +27,8 @@ from delegation_lab.routers.params import RoutersParams
 from delegation_lab.routers.report import study_metrics
 from delegation_lab.routers.study import RoutingData, carve_dev, run_study
 from delegation_lab.solvers.base import Solver
-from delegation_lab.solvers.replay import ReplayBackend
+from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
+from delegation_lab.solvers.replay.backend import ReplayBackend
 
 MODELS = {"mixtral": ("mistralai/Mixtral-8x7B-Instruct-v0.1", Price(input_usd_per_mtok=0.6, output_usd_per_mtok=0.6)),
           "gpt4": ("gpt-4-1106-preview", Price(input_usd_per_mtok=10.0, output_usd_per_mtok=30.0))}

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import ArithParams
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.solvers.base import MASK, mask_secrets, mask_value
 
 from .conftest import BIN, make_project, run

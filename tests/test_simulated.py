@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delegation_lab.config import DataParams, SolverParams, load_params
+from delegation_lab.config import load_params
 from delegation_lab.data import build_items
+from delegation_lab.data.params import DataParams
 from delegation_lab.parsing import numbers_match
 from delegation_lab.solvers import build_solver
+from delegation_lab.solvers.params import SolverParams
 from delegation_lab.solvers.simulated import SimulatedBackend, calibrate_skill, p_correct
 
 from .conftest import REPO

@@ -20,12 +20,14 @@ import psutil
 import pytest
 import yaml
 
-from delegation_lab.config import ArithParams, ConfigError, SolverParams, parse_params
+from delegation_lab.config import ConfigError, parse_params
 from delegation_lab.data.arith import generate
+from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.solvers.executor import build_executor
+from delegation_lab.solvers.params import SolverParams
 
 from .conftest import BIN, REPO, env_with_venv, needs_llamacpp
 from .test_backend_openai_compat import FakeServer

@@ -12,6 +12,7 @@ import yaml
 from delegation_lab.config import deep_merge, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.layout import Layout
+from delegation_lab.solvers.replay import FORMATS
 
 app = typer.Typer(help="delegation-lab: cost-aware delegation experiments.", no_args_is_help=True)
 params_app = typer.Typer(help="Inspect and apply params.yaml profiles and docs.", no_args_is_help=True)
@@ -112,9 +113,7 @@ def calibrate(
 @app.command("import")
 def import_cache(
     path: Annotated[str, typer.Argument(help="cache to inspect: a file, a folder, or a glob (quote it)")],
-    format: Annotated[str, typer.Option(
-        help="routellm_csv | routerbench_pickle | llmrouterbench_json | routerarena_jsonl | long_table | parquet"
-    )] = "routellm_csv",
+    format: Annotated[str, typer.Option(help=" | ".join(FORMATS.names()))] = "routellm_csv",
     items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Layout().items_dir,
     field: Annotated[list[str] | None, typer.Option(
         help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
@@ -128,8 +127,9 @@ def import_cache(
     pickle is loaded only with --trust-pickle: unpickling runs arbitrary code."""
     from pydantic import ValidationError
 
-    from delegation_lab.config import LongTableFields
-    from delegation_lab.solvers.replay import PICKLE_WARNING, import_report
+    from delegation_lab.solvers.params import LongTableFields
+    from delegation_lab.solvers.replay.import_report import import_report
+    from delegation_lab.solvers.replay.routerbench_pickle import PICKLE_WARNING
 
     if format == "routerbench_pickle" or Path(str(path)).suffix.lower() in (".pkl", ".pickle"):
         typer.echo(f"WARNING: {path}: {PICKLE_WARNING}", err=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from delegation_lab.config import ArithParams
-from delegation_lab.data.items import Item, make_item_id
+from delegation_lab.data.items import Item, SplitError, make_item_id, take_splits
+from delegation_lab.data.params import ArithParams, DataParams
 
 NAMES = [
     "Maria", "James", "Aisha", "Chen", "Lucas", "Priya", "Tom", "Fatima", "Diego", "Hana",
@@ -254,3 +254,12 @@ def generate(params: ArithParams, n: int, seed: int, offset: int = 0) -> list[It
             )
         )
     return items
+
+
+def arith_items(params: DataParams) -> list[Item]:
+    """`data.dataset: arith`: a generated pool for ability + train and a disjoint generated test set."""
+    if params.train_size is None or params.test_size is None:
+        raise SplitError("arith generates items, so data.train_size and data.test_size must be numbers")
+    pool = generate(params.arith, params.ability_size + params.train_size, params.seed)
+    test = generate(params.arith, params.test_size, params.seed, offset=10_000_000)
+    return take_splits(pool, test, source="arith", **params.split_sizes())

@@ -18,10 +18,10 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.ability import domain_codes
-from delegation_lab.config import ReplayDatasetParams
-from delegation_lab.data.items import Item, make_item_id
+from delegation_lab.data.items import Item, make_item_id, take_splits
+from delegation_lab.data.params import DataParams, ReplayDatasetParams
 from delegation_lab.errors import InputError
-from delegation_lab.solvers.replay import load_cache, normalise_question
+from delegation_lab.solvers.replay.cache import load_cache, normalise_question
 
 
 class ReplayDataError(InputError):
@@ -116,3 +116,9 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
             source_id=source_id,
         ))
     return items
+
+
+def replay_items(params: DataParams) -> list[Item]:
+    """`data.dataset: replay`: the cache's questions in seeded splits of the configured sizes."""
+    items = load_replay_items(params.replay)
+    return take_splits(items, None, source=params.replay.path, **params.split_sizes())

@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.config import AquaRatParams, Gsm8kParams, TableParams
-from delegation_lab.data.items import Item, make_item_id
+from delegation_lab.data.items import Item, make_item_id, require_every_split, take_splits
+from delegation_lab.data.params import AquaRatParams, DataParams, Gsm8kParams, TableParams
 from delegation_lab.errors import InputError
 from delegation_lab.parsing import normalise_number, parse_gsm8k_gold
 
@@ -104,6 +104,13 @@ def load_gsm8k(params: Gsm8kParams) -> tuple[list[Item], list[Item]]:
     return out["train"], out["test"]
 
 
+def gsm8k_items(params: DataParams) -> list[Item]:
+    """`data.dataset: gsm8k`: ability + train from the official train split, test from its test split."""
+    pool, test = load_gsm8k(params.gsm8k)
+    source = f"gsm8k ({params.gsm8k.path or params.gsm8k.hub_id})"
+    return take_splits(pool, test, source=source, **params.split_sizes())
+
+
 def _gsm8k_from_hub(hub_id: str) -> dict[str, list[dict[str, Any]]]:
     try:
         import datasets  # type: ignore[import-not-found]
@@ -156,6 +163,12 @@ def load_aqua_rat(params: AquaRatParams) -> tuple[list[Item], list[Item]]:
         path = root / f"{name}.json"
         out[name] = [aqua_item(row, name, i, path, i + 1) for i, row in enumerate(read_jsonl(path))]
     return out["dev"], out["test"]
+
+
+def aqua_rat_items(params: DataParams) -> list[Item]:
+    """`data.dataset: aqua_rat`: ability + train from the dev split, test from its test split."""
+    pool, test = load_aqua_rat(params.aqua_rat)
+    return take_splits(pool, test, source=f"aqua_rat ({params.aqua_rat.path})", **params.split_sizes())
 
 
 # ------------------------------------------------------------------------------------------- table
@@ -231,3 +244,13 @@ def load_table(
     if not items:
         raise DataError(f"{path}: no rows")
     return items, None, splits
+
+
+def table_items(params: DataParams) -> list[Item]:
+    """`data.dataset: jsonl | parquet`: the table's rows, in the splits its split column names or
+    else in seeded splits of the configured sizes."""
+    items, _, fixed = load_table(params.table, params.dataset, params.allow_missing_gold)
+    if fixed is not None:
+        fixed_items = [item.model_copy(update={"split": fixed[item.item_id]}) for item in items]
+        return require_every_split(fixed_items, f"{params.table.path} (column {params.table.fields.split!r})")
+    return take_splits(items, None, source=params.table.path, **params.split_sizes())

@@ -8,12 +8,29 @@
   from which the frontier computes paired intervals.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from delegation_lab.evaluation.params import EvaluationParams, IntervalParams, VerifierParams
+from delegation_lab.registry import Registry
 
-# The statistics (scipy) and the verifier (polars) load on first use: the params, which every
-# stage's config import reaches, must not pay scipy.stats's import (~0.8 s per process).
+if TYPE_CHECKING:
+    import polars as pl
+
+    from delegation_lab.evaluation.verifier import Verifier
+
+VERIFIERS: Registry[Callable[[VerifierParams, Path, pl.DataFrame | None], Verifier]] = Registry(
+    "verifier", "evaluation.verifier.kind")
+"""Each verifier kind's builder, `(params, root, labels) -> Verifier` (docs/registries.md: adding one)."""
+VERIFIERS.register("judge", "delegation_lab.evaluation.verifier:judge_verifier")
+VERIFIERS.register("gold", "delegation_lab.evaluation.verifier:gold_verifier")
+VERIFIERS.register("cached", "delegation_lab.evaluation.verifier:cached_verifier")
+
+# Lazy re-exports, not a dispatch: the statistics (scipy) and the verifier (polars) load on first use:
+# the params, which every stage's config import reaches, must not pay scipy.stats's import (~0.8 s per process).
 _LAZY = {
     **dict.fromkeys(("DDOF", "ItemBootstrap", "mean_and_std", "mean_ci", "median_ci", "paired_bootstrap", "ratio_ci",
                      "seed_interval", "unit_bootstrap", "wilson_interval"), "statistics"),
@@ -30,7 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DDOF", "EvaluationParams", "IntervalParams", "ItemBootstrap", "Verifier", "VerifierParams", "build_verifier",
+    "DDOF", "VERIFIERS", "EvaluationParams", "IntervalParams", "ItemBootstrap", "Verifier", "VerifierParams", "build_verifier",
     "mean_and_std", "mean_ci", "median_ci", "paired_bootstrap", "ratio_ci", "seed_interval", "uniforms", "unit_bootstrap",
     "wilson_interval",
 ]

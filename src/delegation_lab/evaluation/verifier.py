@@ -135,18 +135,32 @@ def measured_rates(path: Path) -> tuple[float, float]:
 
 
 def build_verifier(params: VerifierParams, root: Path = Path("."), labels: pl.DataFrame | None = None) -> Verifier:
-    """The verifier `params` describe; measured rates are read from `root / params.rates_from`."""
-    if params.kind == "gold":
-        return Verifier("gold", seed=params.seed, source="gold labels")
-    if params.kind == "cached":
-        if labels is None:
-            labels = pl.read_parquet(Layout(root).labels)
-        judged = labels.filter(pl.col("judge_verdict").is_not_null())
-        if judged.is_empty():
-            raise ConfigError("params.yaml", [f"evaluation.verifier.kind: cached needs judge verdicts in {Layout().labels} (none found)"])
-        model = ",".join(sorted({str(m) for m in judged["judge_model"].drop_nulls().to_list()})) or "judge"
-        verdicts = {(s, i): bool(v) for s, i, v in judged.select("solver", "item_id", "judge_verdict").iter_rows()}
-        return Verifier("cached", seed=params.seed, source=model, verdicts=verdicts)
+    """The verifier `params` describe (its kind's builder in `evaluation.VERIFIERS`); measured rates
+    are read from `root / params.rates_from`."""
+    from delegation_lab.evaluation import VERIFIERS
+
+    return VERIFIERS.get(params.kind)(params, root, labels)
+
+
+def gold_verifier(params: VerifierParams, root: Path, labels: pl.DataFrame | None) -> Verifier:
+    """`gold`: accepts exactly the right answers (upper-bound runs only)."""
+    return Verifier("gold", seed=params.seed, source="gold labels")
+
+
+def cached_verifier(params: VerifierParams, root: Path, labels: pl.DataFrame | None) -> Verifier:
+    """`cached`: a real judge's verdicts from the labels table (`labels`, else read under `root`)."""
+    if labels is None:
+        labels = pl.read_parquet(Layout(root).labels)
+    judged = labels.filter(pl.col("judge_verdict").is_not_null())
+    if judged.is_empty():
+        raise ConfigError("params.yaml", [f"evaluation.verifier.kind: cached needs judge verdicts in {Layout().labels} (none found)"])
+    model = ",".join(sorted({str(m) for m in judged["judge_model"].drop_nulls().to_list()})) or "judge"
+    verdicts = {(s, i): bool(v) for s, i, v in judged.select("solver", "item_id", "judge_verdict").iter_rows()}
+    return Verifier("cached", seed=params.seed, source=model, verdicts=verdicts)
+
+
+def judge_verifier(params: VerifierParams, root: Path, labels: pl.DataFrame | None) -> Verifier:
+    """`judge`: a noisy judge with the configured rates, or those the label stage measured."""
     fp, fn = params.false_positive_rate, params.false_negative_rate
     source = "configured"
     if fp is None or fn is None:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import polars as pl
 
-from delegation_lab.config import SolverParams
 from delegation_lab.errors import InputError
 from delegation_lab.margent import prompts
 from delegation_lab.margent.params import MargentParams
+from delegation_lab.solvers.params import SolverParams
 from delegation_lab.margent.schemas import (
     SIGNAL_TYPES,
     AgentView,

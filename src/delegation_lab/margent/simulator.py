@@ -36,12 +36,12 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import expit, logit, ndtri
 
-from delegation_lab.config import Price
 from delegation_lab.data.arith import apply_step
 from delegation_lab.errors import InputError
 from delegation_lab.hashing import stable_hash
 from delegation_lab.margent import prompts
 from delegation_lab.margent.params import SUBAGENTS, SimulatorParams
+from delegation_lab.solvers.params import Price
 from delegation_lab.margent.schemas import (
     AgentView,
     Candidate,

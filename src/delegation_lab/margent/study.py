@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from delegation_lab.config import Params, Price
+from delegation_lab.config import Params
 from delegation_lab.data.items import Item, items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.params import IntervalParams
@@ -28,6 +28,7 @@ from delegation_lab.margent.schemas import AgentView
 from delegation_lab.margent.simulator import SimulatedTeam
 from delegation_lab.margent.team import GoldScorer, Team
 from delegation_lab.margent.tree import SequenceTree
+from delegation_lab.solvers.params import Price
 
 POOLS = ("collection", "dev", "test")
 

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from delegation_lab.config import Price, SimulatedParams, SolverParams
 from delegation_lab.data.items import Item
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import statistics as stats
@@ -26,6 +25,7 @@ from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached
 from delegation_lab.redref.controller import Redref, merge_sections
 from delegation_lab.redref.engine import EngineSetup, SequenceOutcome, run_sequences
 from delegation_lab.redref.jobs import Jobs, serial
+from delegation_lab.solvers.params import Price, SimulatedParams, SolverParams
 from delegation_lab.redref.judge import (
     AGENT_TEMPLATE,
     JUDGE_ROLE,

@@ -1,42 +1,39 @@
-"""Solver backends behind one protocol (`Solver.solve(items, role)`), pricing and the answer cache."""
+"""Solver backends behind one protocol (`Solver.solve(items, role)`), pricing and the answer cache.
+
+Modules: `params` (the `solvers.<name>` section), `base` (the protocol: `Solver`, `Backend`,
+`Request`, `Generation`, `Answer`), `cache` (the answer cache), one module per backend, `replay/`
+(the replay formats). `BACKENDS` names each backend's class; its `from_params(name, params)` builds
+it, importing heavy libraries (torch, vLLM, llama.cpp) only then (docs/registries.md: adding one).
+"""
 
 from __future__ import annotations
 
-from delegation_lab.config import SolverParams
-from delegation_lab.solvers.base import Answer, Backend, Generation, Request, Solver
+from typing import TYPE_CHECKING
 
-__all__ = ["Answer", "Backend", "Generation", "Request", "Solver", "build_backend", "build_solver"]
+from delegation_lab.registry import Registry
+
+if TYPE_CHECKING:
+    from delegation_lab.solvers.base import Backend, Solver
+    from delegation_lab.solvers.params import SolverParams
+
+BACKENDS: Registry[type[Backend]] = Registry("backend", "solvers.<name>.backend")
+BACKENDS.register("simulated", "delegation_lab.solvers.simulated:SimulatedBackend")
+BACKENDS.register("openai_compat", "delegation_lab.solvers.openai_compat:OpenAICompatBackend")
+BACKENDS.register("vllm", "delegation_lab.solvers.vllm_backend:VllmBackend")
+BACKENDS.register("transformers", "delegation_lab.solvers.transformers_backend:TransformersBackend")
+BACKENDS.register("llamacpp", "delegation_lab.solvers.llamacpp:LlamaCppBackend")
+BACKENDS.register("replay", "delegation_lab.solvers.replay.backend:ReplayBackend")
 
 
 def build_backend(name: str, params: SolverParams) -> Backend:
-    """The backend for a solver's params; heavy libraries are imported only when used."""
-    kind = params.backend
-    if kind == "simulated":
-        from delegation_lab.solvers.simulated import SimulatedBackend
-
-        return SimulatedBackend(name, params.simulated)
-    if kind == "openai_compat":
-        from delegation_lab.solvers.openai_compat import OpenAICompatBackend
-
-        return OpenAICompatBackend(params.model, params.openai_compat, params.decoding)
-    if kind == "vllm":
-        from delegation_lab.solvers.vllm_backend import VllmBackend
-
-        return VllmBackend(params.model, params.vllm, params.decoding)
-    if kind == "transformers":
-        from delegation_lab.solvers.transformers_backend import TransformersBackend
-
-        return TransformersBackend(params.model, params.transformers, params.decoding)
-    if kind == "llamacpp":
-        from delegation_lab.solvers.llamacpp import LlamaCppBackend
-
-        return LlamaCppBackend(params.model, params.llamacpp, params.decoding)
-    if kind == "replay":
-        from delegation_lab.solvers.replay import ReplayBackend
-
-        return ReplayBackend(params.replay, params.price)
-    raise ValueError(f"unknown backend {kind!r}")
+    """The backend of solver `name`; its module (and the libraries it needs) is imported only now."""
+    return BACKENDS.get(params.backend).from_params(name, params)
 
 
 def build_solver(name: str, params: SolverParams) -> Solver:
+    from delegation_lab.solvers.base import Solver
+
     return Solver(name, params, build_backend(name, params))
+
+
+__all__ = ["BACKENDS", "build_backend", "build_solver"]

@@ -17,12 +17,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from delegation_lab.config import OpenAICompatParams, SolverParams
 from delegation_lab.data.items import Item
 from delegation_lab.hashing import stable_hash
+from delegation_lab.solvers.params import OpenAICompatParams, SolverParams
 from delegation_lab.solvers.pricing import cost_usd
 from delegation_lab.solvers.prompts import PromptTemplate, template_for
-
 
 MASK = "***"
 MIN_SECRET_CHARS = 4

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from delegation_lab.config import SolverParams
 from delegation_lab.solvers.base import Answer, Request, Solver
+from delegation_lab.solvers.params import SolverParams
 
 
 class Executor(Protocol):

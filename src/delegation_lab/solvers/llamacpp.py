@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from delegation_lab.config import Decoding, LlamaCppParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.params import Decoding, LlamaCppParams, SolverParams
 
 INSTALL_HINT = "pip install 'delegation-lab[llamacpp]'"
 
@@ -36,6 +36,11 @@ def smollm2_gguf() -> Path:
 
 
 class LlamaCppBackend:
+    @classmethod
+    def from_params(cls, name: str, params: SolverParams) -> LlamaCppBackend:
+        """The backend of solver `name` (`solvers.BACKENDS` builds every backend this way)."""
+        return cls(params.model, params.llamacpp, params.decoding)
+
     def __init__(self, model: str, params: LlamaCppParams, decoding: Decoding):
         self.model = model
         self.params = params

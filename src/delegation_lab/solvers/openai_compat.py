@@ -35,9 +35,9 @@ from typing import Any
 
 import httpx
 
-from delegation_lab.config import Decoding, OpenAICompatParams
 from delegation_lab.solvers.base import Generation, Request, configured_secrets, mask_secrets
 from delegation_lab.solvers.chat_reply import InvalidUsage, MalformedReply, parse_chat_completion
+from delegation_lab.solvers.params import Decoding, OpenAICompatParams, SolverParams
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 
 RETRY_AFTER_CAP_S = 60.0
@@ -79,6 +79,11 @@ def parse_retry_after(value: str | None) -> float | None:
 
 class OpenAICompatBackend:
     """POSTs each request to `{base_url}/chat/completions`, concurrently and with retries."""
+
+    @classmethod
+    def from_params(cls, name: str, params: SolverParams) -> OpenAICompatBackend:
+        """The backend of solver `name` (`solvers.BACKENDS` builds every backend this way)."""
+        return cls(params.model, params.openai_compat, params.decoding)
 
     def __init__(self, model: str, params: OpenAICompatParams, decoding: Decoding):
         self.model = model

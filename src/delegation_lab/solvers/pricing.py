@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from delegation_lab.config import Price
+from delegation_lab.solvers.params import Price
 
 CHARS_PER_TOKEN = 4.0
 """Estimate used when a backend or an imported cache gives no token counts: ~4 characters per

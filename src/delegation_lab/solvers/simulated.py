@@ -25,12 +25,12 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from delegation_lab.config import SimulatedParams
 from delegation_lab.data.arith import apply_step
 from delegation_lab.data.items import Item
 from delegation_lab.hashing import stable_hash
 from delegation_lab.parsing import normalise_number, numbers_match, parse_choice, parse_number_answer
 from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.params import SimulatedParams, SolverParams
 from delegation_lab.solvers.pricing import lognormal_tokens, messages_tokens
 
 
@@ -58,6 +58,11 @@ def _fmt(value: float) -> str:
 
 
 class SimulatedBackend:
+    @classmethod
+    def from_params(cls, name: str, params: SolverParams) -> SimulatedBackend:
+        """The backend of solver `name` (`solvers.BACKENDS` builds every backend this way)."""
+        return cls(name, params.simulated)
+
     def __init__(self, solver_name: str, params: SimulatedParams):
         self.solver_name = solver_name
         self.params = params

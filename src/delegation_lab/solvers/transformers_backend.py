@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from delegation_lab.config import Decoding, TransformersParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.params import Decoding, SolverParams, TransformersParams
 
 INSTALL_HINT = "pip install 'delegation-lab[transformers]'"
 
@@ -25,6 +25,11 @@ def plain_prompt(messages: list[dict[str, str]]) -> str:
 
 
 class TransformersBackend:
+    @classmethod
+    def from_params(cls, name: str, params: SolverParams) -> TransformersBackend:
+        """The backend of solver `name` (`solvers.BACKENDS` builds every backend this way)."""
+        return cls(params.model, params.transformers, params.decoding)
+
     def __init__(self, model: str, params: TransformersParams, decoding: Decoding):
         try:
             import torch  # noqa: F401

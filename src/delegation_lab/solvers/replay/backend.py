@@ -1,0 +1,75 @@
+"""The `replay` backend: each request is answered with the cache's answer of `source_model` to the
+same (normalised) question, with provenance; no model is called."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from delegation_lab.solvers.base import Generation, Request
+from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
+from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
+from delegation_lab.solvers.replay.cache import ModelIndex, ReplayCache, load_cache, normalise_question
+from delegation_lab.solvers.replay.records import ReplayError
+
+
+class ReplayBackend:
+    """Answers each request with the cache's answer of `source_model` to the same question."""
+
+    @classmethod
+    def from_params(cls, name: str, params: SolverParams) -> ReplayBackend:
+        """The backend of solver `name` (`solvers.BACKENDS` builds every backend this way)."""
+        return cls(params.replay, params.price)
+
+    def __init__(self, params: ReplayParams, price: Price):
+        if params is None:
+            raise ReplayError("backend is 'replay' but the solver has no `replay:` section (path, format, source_model)")
+        self.params = params
+        self.price = price
+        self.path = Path(params.path)
+
+    def cache(self) -> ReplayCache:
+        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "format": self.params.format,
+            "source_model": self.params.source_model,
+            "sha256": self.cache().sha256,
+        }
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        index = self.cache().index(self.params.source_model)
+        return [self._generation(r, index) for r in requests]
+
+    def _generation(self, request: Request, index: ModelIndex) -> Generation:
+        row = index.rows.get(normalise_question(request.item.question))
+        if row is None:
+            return Generation(text=None, error=f"no answer in replay cache {self.path} for this question")
+        extra: dict[str, Any] = {
+            "replay_source_index": row["source_index"],
+            # provenance: which file (and which bytes) the answer came from, whose it is, and the price's source
+            "replay_source_file": row["source_file"],
+            "replay_source_sha256": row["source_sha256"],
+            "replay_source_model": row["model"],
+            "price_source": self.price.source,
+        }
+        if row["correct"] is not None:
+            extra["imported_correct"] = bool(row["correct"])
+        response = row["response"]
+        if response is None:
+            return Generation(
+                text=None, extra=extra,
+                error=f"replay cache {self.path} has no response of {self.params.source_model} for this question",
+            )
+        tokens_in, tokens_out = row["tokens_in"], row["tokens_out"]
+        if tokens_in is None or tokens_out is None:
+            extra["tokens_estimated"] = True
+            if tokens_in is None:
+                tokens_in = messages_tokens(request.messages)
+            if tokens_out is None:
+                tokens_out = estimate_tokens(response)
+        return Generation(
+            text=response, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
+            cost_usd=row["cost_usd"], extra=extra,
+        )

@@ -1,0 +1,156 @@
+"""What `dlab import` prints about a cache: its files and domains, its models, how its questions
+match our items, and the params.yaml `solvers` entries that replay it (a TODO where a price belongs)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from delegation_lab.solvers.params import PRICE_TODO, LongTableFields
+from delegation_lab.solvers.pricing import estimate_tokens
+from delegation_lab.solvers.replay import FORMATS
+from delegation_lab.solvers.replay.cache import load_cache, normalise_question
+
+
+def solver_name_for(model: str, taken: set[str]) -> str:
+    """A valid params.yaml solver name (letter first, [A-Za-z0-9_-], <= 32 chars) for a model id."""
+    base = re.sub(r"[^A-Za-z0-9_-]+", "-", model.rsplit("/", 1)[-1]).strip("-_") or "model"
+    if not base[0].isalpha():
+        base = "m-" + base
+    base = base[:32]
+    name, k = base, 2
+    while name in taken:
+        suffix = f"-{k}"
+        name, k = base[: 32 - len(suffix)] + suffix, k + 1
+    taken.add(name)
+    return name
+
+
+def _read_items_questions(items_dir: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """Counts of items per split and the normalised question -> split of every item."""
+    counts: dict[str, int] = {}
+    keys: dict[str, str] = {}
+    for split in ("ability", "train", "test"):
+        p = items_dir / f"{split}.parquet"
+        if not p.exists():
+            continue
+        df = pl.read_parquet(p, columns=["question"])
+        counts[split] = df.height
+        for q in df["question"].to_list():
+            keys.setdefault(normalise_question(q or ""), split)
+    return counts, keys
+
+
+def _short(text: str, n: int = 90) -> str:
+    return textwrap.shorten(" ".join((text or "").split()), width=n, placeholder=" …")
+
+
+def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
+                  trust_pickle: bool = False) -> str:
+    """What `dlab import` prints: files, domains, models, match against our items, a params.yaml snippet."""
+    cache = load_cache(path, format, fields, trust_pickle)
+    frame = cache.frame
+    lines = [
+        f"replay cache: {path}",
+        f"  format {format}, {len(cache.files)} file(s), {frame.height} rows, {frame['key'].n_unique()} distinct "
+        f"questions, sha256 {cache.sha256[:16]}…",
+    ]
+    domains = frame.group_by("domain", maintain_order=True).agg(pl.col("key").n_unique().alias("n"))
+    if domains.height > 1:
+        shown = ", ".join(f"{d} {n}" for d, n in domains.head(12).iter_rows())
+        lines.append(f"  domains ({domains.height}): {shown}{', ...' if domains.height > 12 else ''}")
+    lines += ["", f"models ({len(cache.models)}):"]
+    stats: dict[str, dict[str, Any]] = {}
+    for model in cache.models:
+        idx = cache.index(model)
+        rows = cache.model_frame(model)
+        labelled = [r["correct"] for r in idx.rows.values() if r["correct"] is not None]  # as replayed
+        acc = sum(labelled) / len(labelled) if labelled else None
+        missing_tokens = int((rows["tokens_in"].is_null() | rows["tokens_out"].is_null()).sum())
+        has_cost = int(rows["cost_usd"].is_not_null().sum())
+        no_response = int(rows["response"].is_null().sum())
+        stats[model] = {"acc": acc, "has_cost": has_cost, "questions": len(idx.rows)}
+        acc_text = f"imported accuracy {acc:.1%} ({len(labelled)} labelled questions)" if acc is not None else "no labels"
+        lines.append(
+            f"  {model}: {idx.n_rows} rows, {len(idx.rows)} distinct questions, {idx.duplicates} duplicate(s) "
+            f"(first kept), {acc_text}"
+        )
+        if no_response:
+            lines.append(f"      {no_response} row(s) without a response (replayed as error rows)")
+        if missing_tokens:
+            est_in = sum(estimate_tokens(p) for p in rows["prompt"].to_list()) / rows.height
+            est_out = sum(estimate_tokens(r) for r in rows["response"].to_list()) / rows.height
+            lines.append(
+                f"      token counts missing on {missing_tokens} row(s): estimated at ~4 chars/token, "
+                f"mean ~{est_in:.0f} in (question alone; the prompt template adds some) / ~{est_out:.0f} out"
+            )
+        lines.append(
+            f"      cost: {'from the cache on ' + str(has_cost) + ' row(s)' if has_cost else 'none in the cache (priced from tokens with price)'}"
+        )
+
+    lines.append("")
+    counts, item_keys = _read_items_questions(Path(items_dir))
+    if not counts:
+        lines.append(
+            f"items: none in {items_dir} ({{ability,train,test}}.parquet); matching skipped. "
+            "Run `dvc repro prepare` first, or use `data.dataset: replay` to make the cache its own dataset."
+        )
+    else:
+        total = sum(counts.values())
+        lines.append(
+            f"items in {items_dir}: " + ", ".join(f"{s} {n}" for s, n in counts.items()) + f" ({total} in all)"
+        )
+        cache_keys = frame.select("key", "prompt").unique(subset="key", keep="first", maintain_order=True)
+        matched_mask = [k in item_keys for k in cache_keys["key"].to_list()]
+        n_matched = sum(matched_mask)
+        n_unmatched = cache_keys.height - n_matched
+        by_split: dict[str, int] = {}
+        for k, m in zip(cache_keys["key"].to_list(), matched_mask, strict=True):
+            if m:
+                by_split[item_keys[k]] = by_split.get(item_keys[k], 0) + 1
+        lines.append(
+            f"  matched: {n_matched} of {cache_keys.height} distinct cache questions "
+            f"({', '.join(f'{s} {n}' for s, n in by_split.items()) or 'none'})"
+        )
+        lines.append(f"  unmatched: {n_unmatched} cache question(s) match no item (they are not replayed)")
+        unmatched_prompts = [p for p, m in zip(cache_keys["prompt"].to_list(), matched_mask, strict=True) if not m]
+        for p in unmatched_prompts[:3]:
+            lines.append(f"    e.g. \"{_short(p)}\"")
+        for model in cache.models:
+            idx = cache.index(model)
+            covered = sum(k in idx.rows for k in item_keys)
+            lines.append(
+                f"  {model}: answers {covered} of {len(item_keys)} items; "
+                f"{len(item_keys) - covered} item(s) without an answer become error rows"
+            )
+
+    lines += ["", "params.yaml entries that replay this cache (merge into `solvers:`; replace every TODO "
+              "with the model's real price and where it comes from: `dlab params check` refuses a TODO, "
+              "and a 0 price needs `free: true`):", "solvers:"]
+    taken: set[str] = set()
+    trusted = FORMATS.get(format).trust_warning is not None
+    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and format == "long_table" else {}
+    mapping = f", fields: {json.dumps(chosen)}" if chosen else ""
+    for model in cache.models:
+        name = solver_name_for(model, taken)
+        s = stats[model]
+        acc = f", imported accuracy {s['acc']:.1%}" if s["acc"] is not None else ""
+        price_note = (
+            "US$ per 1M tokens: used only where the cache has no cost"
+            if s["has_cost"] else "US$ per 1M tokens of this model"
+        )
+        lines += [
+            f"  {name}:  # {model}: answers {s['questions']} questions{acc}",
+            "    backend: replay",
+            f"    model: {json.dumps(model)}",
+            f"    price: {{input_usd_per_mtok: {PRICE_TODO}, output_usd_per_mtok: {PRICE_TODO}, source: {PRICE_TODO}}}"
+            f"  # {price_note}; source: the price list and its date",
+            f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}{mapping}"
+            + (", trust_pickle: true}  # only for a pickle you trust" if trusted else "}"),
+        ]
+    return "\n".join(lines)

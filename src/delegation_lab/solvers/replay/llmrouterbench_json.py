@@ -1,0 +1,138 @@
+"""`llmrouterbench_json`: LLMRouterBench's results: a JSON list, JSON lines, or an object holding a
+list of `records` with `index`, `origin_query`, `prediction`, `ground_truth`, `score`,
+`prompt_tokens`, `completion_tokens`, `cost` and `model` / `model_name` (else the file stem names
+the model). In its tree `results/bench/<dataset>/<split>/<model>/<timestamp>.json` the folders
+name the model and the domain; the newest timestamp of a model comes first (first row wins)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from delegation_lab.data.sources import parse_json_lines
+from delegation_lab.errors import InputError
+from delegation_lab.solvers.replay.records import (
+    CACHE_COLUMNS,
+    CacheFormat,
+    ReadOptions,
+    ReplayError,
+    cache_frame,
+    cell_text,
+    columns_hint,
+    correctness,
+    float_or_none,
+    int_or_none,
+    score_value,
+)
+
+LLMROUTERBENCH_REQUIRED = ("origin_query", "prediction", "score")
+
+
+def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """Records of a JSON list / JSON lines / object holding a list; plus a file-level model name."""
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    file_model = None
+    if stripped.startswith("[") or stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None  # maybe JSON lines whose first record is an object
+        if isinstance(data, list):
+            records = data
+        elif isinstance(data, dict):
+            file_model = data.get("model") or data.get("model_name")
+            lists = [k for k in ("records", "results", "data", "samples") if isinstance(data.get(k), list)]
+            if lists:
+                records = data[lists[0]]
+            elif "origin_query" in data:
+                records = [data]
+            else:
+                raise ReplayError(
+                    f"{path}: a JSON object without a list of records (keys: {columns_hint(sorted(data))}); "
+                    "expected a list, JSON lines, or an object with 'records'"
+                )
+        else:
+            records = None
+        if records is not None:
+            for i, r in enumerate(records):
+                if not isinstance(r, dict):
+                    raise ReplayError(f"{path}: record {i}: expected a JSON object, got {type(r).__name__}")
+            return records, file_model
+    try:
+        return parse_json_lines(text, path), file_model
+    except InputError as e:
+        raise ReplayError(str(e)) from None
+
+
+def read_llmrouterbench_json(path: Path, model_hint: str | None = None) -> pl.DataFrame:
+    """LLMRouterBench: records with origin_query / prediction / score / tokens / cost; `model_hint`
+    (the model folder of its results tree) names the model where the records do not."""
+    records, file_model = _json_records(path)
+    if not records:
+        raise ReplayError(f"{path}: no records")
+    known = {"index", "origin_query", "prediction", "score", "prompt_tokens", "completion_tokens", "cost",
+             "model", "model_name"}
+    extra_keys: list[str] = []
+    for r in records:
+        for k in r:
+            if k not in known and k not in extra_keys:
+                extra_keys.append(k)
+    rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
+    extras: dict[str, list[Any]] = {k: [] for k in [*extra_keys, "score"]}
+    for i, r in enumerate(records):
+        for key in LLMROUTERBENCH_REQUIRED:
+            if key not in r:
+                raise ReplayError(
+                    f"{path}: record {i}: missing field {key!r} (fields: {columns_hint(sorted(r))})"
+                )
+        model = r.get("model") or r.get("model_name") or file_model or model_hint or path.stem
+        rows["source_index"].append(str(r["index"]) if r.get("index") is not None else str(i))
+        rows["prompt"].append(cell_text(r["origin_query"]))
+        rows["model"].append(str(model))
+        rows["response"].append(cell_text(r["prediction"]))
+        rows["correct"].append(correctness(r["score"], path, f"record {i}, field 'score'"))
+        rows["tokens_in"].append(int_or_none(r.get("prompt_tokens")))
+        rows["tokens_out"].append(int_or_none(r.get("completion_tokens")))
+        rows["cost_usd"].append(float_or_none(r.get("cost")))
+        extras["score"].append(score_value(r["score"]))
+        for k in extra_keys:
+            v = r.get(k)
+            extras[k].append(v if v is None or isinstance(v, (int, float, str, bool)) else json.dumps(v))
+    return cache_frame(rows, extras)
+
+
+def _tree_parts(file: Path, root: Path | None) -> tuple[str, str, str] | None:
+    """(dataset, split, model) of a file in LLMRouterBench's results/bench/<dataset>/<split>/<model>/ tree:
+    in a named folder, any file two folders deep or more; otherwise a path through `bench/`."""
+    if root is not None:
+        in_tree = len(file.relative_to(root).parts) >= 3
+    else:
+        in_tree = len(file.parts) >= 5 and file.parents[3].name == "bench"
+    return (file.parents[2].name, file.parents[1].name, file.parent.name) if in_tree else None
+
+
+def read_llmrouterbench_file(path: Path, options: ReadOptions) -> pl.DataFrame:
+    """One results file; inside LLMRouterBench's tree its folders name the model, the split
+    (`source_split`) and the domain (where the records name none)."""
+    tree = _tree_parts(path, options.root)
+    if tree is None:
+        return read_llmrouterbench_json(path)
+    frame = read_llmrouterbench_json(path, model_hint=tree[2]).with_columns(pl.lit(tree[1]).alias("source_split"))
+    domain = pl.col("domain").cast(pl.String) if "domain" in frame.columns else pl.lit(None, dtype=pl.String)
+    return frame.with_columns(domain.fill_null(tree[0]).alias("domain"))
+
+
+def newest_first(files: list[Path]) -> list[Path]:
+    """Folders in path order, each folder's files by name descending: its `<timestamp>.json` runs
+    newest first, so a model's latest run is the one whose answers are kept."""
+    by_folder: dict[Path, list[Path]] = {}
+    for p in files:
+        by_folder.setdefault(p.parent, []).append(p)
+    return [p for folder in sorted(by_folder) for p in sorted(by_folder[folder], key=lambda q: q.name, reverse=True)]
+
+
+LLMROUTERBENCH_JSON = CacheFormat(read=read_llmrouterbench_file, suffixes=(".json", ".jsonl"), order=newest_first)
