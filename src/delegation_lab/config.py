@@ -49,6 +49,17 @@ class LabelParams(ParamsModel):
     """When a replayed answer brings its cache's own correctness label, keep it (method `imported`)."""
     numeric_tolerance: float = Field(1e-6, ge=0)
     """Relative tolerance when matching numeric answers."""
+    matcher: Literal["auto", "numeric", "choice", "math"] = "auto"
+    """How the programmatic label compares an answer with gold, for items whose `answer_format` column
+    does not say (it wins where set): `numeric` the parsed number within `numeric_tolerance` (a gold
+    that is not a number must equal the parsed answer exactly), `choice` the option letter, `math`
+    equivalence by math-verify (`\\frac{1}{2}` = `0.5`, `2\\sqrt{2}` = `\\sqrt{8}`, intervals, sets; the
+    reply's last `\\boxed{}`, else the parsed answer). `auto`: `choice` for items with choices, `math`
+    for a gold that is an expression but not a plain number (LaTeX, or digits, operators, brackets and
+    one-letter variables), else `numeric`: numeric and multiple-choice data are labelled as before."""
+    math_timeout_s: int = Field(2, ge=1)
+    """Seconds math-verify may spend on each parse or comparison of one `math` answer; an answer past it
+    is wrong and counted in metrics/labels.json (`agreement.math_matcher.timeouts`)."""
     judge: JudgeParams
     """The offline LLM judge and its agreement sample."""
 

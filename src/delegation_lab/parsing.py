@@ -84,3 +84,25 @@ def numbers_match(answer: str | None, gold: str | None, rel_tol: float = 1e-6) -
     except ValueError:
         return answer.strip() == gold.strip()
     return math.isclose(a, g, rel_tol=rel_tol, abs_tol=rel_tol)
+
+
+# What a mathematical gold may hold besides LaTeX commands: digits, one-letter variables, operators,
+# brackets (intervals, sets, tuples). Two letters in a row mean words ("Paris", "yes"), not math.
+_MATH_CHARS = re.compile(r"[\d\sA-Za-z+\-*/^_=<>()\[\]{},.!|']+")
+_MATH_MARK = re.compile(r"[\d+\-*/^=<>()\[\]{}]")
+
+
+def is_math_expression(gold: str) -> bool:
+    """A gold that is an expression but not a plain number: `\\frac{3}{4}`, `2\\sqrt{2}`, `[0,1)`, `x^2+1`.
+
+    Plain numbers (anything `normalise_number` reads, `3/4` included) are not: they keep the numeric
+    match. LaTeX (a backslash or `$`) always is; otherwise only digits, one-letter variables, operators
+    and brackets, with at least one digit or operator.
+    """
+    text = gold.strip()
+    if not text or normalise_number(text) is not None:
+        return False
+    if "\\" in text or "$" in text:
+        return True
+    return (_MATH_CHARS.fullmatch(text) is not None and re.search(r"[A-Za-z]{2}", text) is None
+            and _MATH_MARK.search(text) is not None)

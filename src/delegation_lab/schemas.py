@@ -23,6 +23,12 @@ ITEMS_SCHEMA: dict[str, pl.DataType] = {
     "program": pl.String,  # JSON list of steps (arith, gsm8k) or null
 }
 
+# Columns an items table may leave out; a table without one reads as null in every row, so tables
+# written before a column existed still conform (and ones that never set it are written without it).
+ITEMS_OPTIONAL_SCHEMA: dict[str, pl.DataType] = {
+    "answer_format": pl.String,  # the item's label matcher (numeric / choice / math / auto), null = label.matcher
+}
+
 ANSWERS_SCHEMA: dict[str, pl.DataType] = {
     "solver": pl.String,
     "item_id": pl.String,

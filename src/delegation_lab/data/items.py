@@ -10,7 +10,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from delegation_lab.errors import InputError
-from delegation_lab.schemas import ITEMS_SCHEMA
+from delegation_lab.schemas import ITEMS_OPTIONAL_SCHEMA, ITEMS_SCHEMA
 from delegation_lab.tables import conform
 
 
@@ -29,6 +29,7 @@ class Item(BaseModel):
     source: str = ""
     source_id: str = ""
     program: str | None = None  # JSON list of solution steps, when the source has them
+    answer_format: str | None = None  # how its answers are labelled (label.matcher's values); None = the params'
 
     def steps(self) -> list[dict]:
         return json.loads(self.program) if self.program else []
@@ -40,13 +41,17 @@ def make_item_id(dataset: str, source_id: str) -> str:
 
 
 def items_frame(items: list[Item]) -> pl.DataFrame:
+    """The items table; an optional column only when some item sets it (unchanged tables stay byte-equal)."""
     rows = [item.model_dump() for item in items]
-    df = pl.DataFrame(rows, schema=ITEMS_SCHEMA) if rows else pl.DataFrame(schema=ITEMS_SCHEMA)
-    return conform(df, ITEMS_SCHEMA, "items")
+    used = {c: t for c, t in ITEMS_OPTIONAL_SCHEMA.items() if any(r[c] is not None for r in rows)}
+    schema = {**ITEMS_SCHEMA, **used}
+    df = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    return conform(df, schema, "items")
 
 
 def items_from_frame(df: pl.DataFrame) -> list[Item]:
-    return [Item(**row) for row in df.select(list(ITEMS_SCHEMA)).iter_rows(named=True)]
+    columns = list(ITEMS_SCHEMA) + [c for c in ITEMS_OPTIONAL_SCHEMA if c in df.columns]
+    return [Item(**row) for row in df.select(columns).iter_rows(named=True)]
 
 
 class SplitError(InputError):

@@ -10,7 +10,7 @@ from delegation_lab.config import LabelParams
 from delegation_lab.data.items import Item
 from delegation_lab.labeling.agreement import agreement_report, imported_agreement
 from delegation_lab.labeling.judge import run_judge, sample_for_judge
-from delegation_lab.labeling.matchers import match_frame
+from delegation_lab.labeling.matchers import MatchStats, match_frame
 from delegation_lab.schemas import LABELS_SCHEMA
 from delegation_lab.solvers.cache import AnswerCache, CacheRun
 from delegation_lab.tables import conform
@@ -23,7 +23,8 @@ def build_labels(
     judge_cache: AnswerCache, progress: bool = True,
 ) -> tuple[pl.DataFrame, dict[str, Any], CacheRun]:
     """One label per (solver, item) of `answers`, plus the judge agreement report."""
-    matched = match_frame(answers, items_df, params.numeric_tolerance)
+    stats = MatchStats()
+    matched = match_frame(answers, items_df, params.numeric_tolerance, params.matcher, params.math_timeout_s, stats)
     to_judge = sample_for_judge(matched, params.judge, judge_all=params.method == "judge")
     verdicts, run = run_judge(to_judge, items, params.judge, judge_cache, progress)
     labels = matched.join(verdicts, on=["solver", "item_id"], how="left")
@@ -43,5 +44,7 @@ def build_labels(
         )
     report = agreement_report(labels)
     report["imported_vs_programmatic"] = imported_agreement(labels)
+    if stats.math_answers:  # absent where no answer is math: numeric and choice reports stay as they were
+        report["math_matcher"] = {"answers": stats.math_answers, "timeouts": stats.math_timeouts}
     labels = conform(labels, LABELS_SCHEMA, "labels").select(list(LABELS_SCHEMA))
     return labels, report, run
