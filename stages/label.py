@@ -7,7 +7,7 @@ import polars as pl
 
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
-from delegation_lab.labeling import build_labels
+from delegation_lab.labeling.labels import build_labels
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, current_answers
 from delegation_lab.stage import StageContext, run_stage

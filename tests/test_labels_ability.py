@@ -12,9 +12,9 @@ from scipy.stats import binomtest
 from delegation_lab.ability import bucket_label, bucket_of, build_ability_map, lookup, wilson_interval
 from delegation_lab.config import AbilityMapParams, LabelParams, load_params
 from delegation_lab.data.items import Item, items_frame
-from delegation_lab.labeling import build_labels
-from delegation_lab.solvers.cache import AnswerCache, answers_frame
+from delegation_lab.labeling.labels import build_labels
 from delegation_lab.solvers.base import Answer
+from delegation_lab.solvers.cache import AnswerCache, answers_frame
 
 from .conftest import REPO
 

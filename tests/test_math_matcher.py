@@ -13,7 +13,7 @@ import pytest
 from delegation_lab.config import LabelParams
 from delegation_lab.data.items import Item, items_frame, items_from_frame
 from delegation_lab.errors import InputError
-from delegation_lab.labeling import build_labels
+from delegation_lab.labeling.labels import build_labels
 from delegation_lab.labeling.matchers import match_frame, matcher_for, programmatic_correct
 from delegation_lab.labeling.math_verifier import MathAnswer, MathVerifier, math_answer
 from delegation_lab.parsing import is_math_expression

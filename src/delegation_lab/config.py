@@ -19,6 +19,7 @@ from delegation_lab.data.params import DataParams
 from delegation_lab.embeddings import EmbedParams
 from delegation_lab.evaluation.params import EvaluationParams
 from delegation_lab.games.params import HistoryGameParams
+from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
 from delegation_lab.params_model import ConfigError, DuplicateKeyError, ParamsModel, UniqueKeyLoader, dotted
@@ -49,7 +50,7 @@ class LabelParams(ParamsModel):
     """When a replayed answer brings its cache's own correctness label, keep it (method `imported`)."""
     numeric_tolerance: float = Field(1e-6, ge=0)
     """Relative tolerance when matching numeric answers."""
-    matcher: Literal["auto", "numeric", "choice", "math"] = "auto"
+    matcher: Literal[(AUTO, *MATCHERS.names())] = AUTO  # type: ignore[valid-type]
     """How the programmatic label compares an answer with gold, for items whose `answer_format` column
     does not say (it wins where set): `numeric` the parsed number within `numeric_tolerance` (a gold
     that is not a number must equal the parsed answer exactly), `choice` the option letter, `math`

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from delegation_lab.errors import InputError
+from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.labeling.math_verifier import MathVerifier, math_answer
 from delegation_lab.parsing import is_math_expression, numbers_match
 
@@ -70,8 +71,6 @@ def match_math(rows: list[ToMatch], settings: MatchSettings, stats: MatchStats) 
 
 
 Matcher = Callable[[list[ToMatch], MatchSettings, MatchStats], list[bool]]
-MATCHERS: dict[str, Matcher] = {"numeric": match_numeric, "choice": match_choice, "math": match_math}
-AUTO = "auto"
 
 
 def matcher_for(declared: str, gold: str, has_choices: bool) -> str:
@@ -120,7 +119,7 @@ def match_frame(
     rows = joined.select("parsed_answer", "answer_text", "gold").rows()
     settings = MatchSettings(rel_tol, math_timeout_s)
     for name, index in groups.items():
-        verdicts = MATCHERS[name]([ToMatch(*rows[i]) for i in index], settings, stats)
+        verdicts = MATCHERS.get(name)([ToMatch(*rows[i]) for i in index], settings, stats)
         for i, verdict in zip(index, verdicts, strict=True):
             programmatic[i] = verdict
     imported = [imported_correct(e) for e in joined["extra"].to_list()]
@@ -132,7 +131,7 @@ def match_frame(
 
 
 def _check_formats(items: pl.DataFrame) -> None:
-    allowed = {AUTO, *MATCHERS}
+    allowed = {AUTO, *MATCHERS.names()}
     bad = items.filter(pl.col("answer_format").is_not_null() & ~pl.col("answer_format").is_in(sorted(allowed)))
     if bad.height:
         row = bad.row(0, named=True)
