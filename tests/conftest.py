@@ -1,12 +1,11 @@
 """Shared fixtures: the repository root, the shared data folder, throw-away DVC projects, and the
 smoke DAG that the end-to-end checks share.
 
-Tiers and markers (README, "Tests"): `slow` tests run DVC stages, servers or real models;
-`processes` tests spawn processes and wait on them (kills, locks, servers) and are slow too; `-m
-"not slow"` is the fast unit tier. Under pytest-xdist (`make test`: `-n 2`, `--dist loadgroup` in
-pyproject) `pytest_collection_modifyitems` below keeps each module on one worker (its module
-fixtures are built once) and every test of a session DAG (`smoke_dag`, `replayed_dag`) on one
-worker, so each DAG is reproduced once per run.
+Tiers and markers (README): `slow` tests run DVC stages, servers or real models; `processes`
+tests spawn processes and wait on them (kills, locks, servers) and are slow too; `-m "not slow"`
+is the fast unit tier. Under pytest-xdist (`make test`: `-n 2`) `pytest_xdist_make_scheduler`
+below keeps each module on one worker (its module fixtures are built once) and every test of a
+session DAG (`smoke_dag`, `replayed_dag`) on one worker, so each DAG is reproduced once per run.
 """
 
 from __future__ import annotations
@@ -197,23 +196,69 @@ def replayed_dag(tmp_path_factory: pytest.TempPathFactory):
 
 
 SESSION_DAGS = ("smoke_dag", "replayed_dag")
-OWN_NODEID = pytest.StashKey[str]()  # the test's id before xdist appends "@<group>" to it
+GROUPS_ENV = "DLAB_TEST_GROUPS"  # the file where xdist workers leave each test's group for the scheduler
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def test_group(item: pytest.Item) -> str:
+    """The worker unit a test belongs to: its session DAG, else its module."""
+    dags = [name for name in SESSION_DAGS if name in item.fixturenames]
+    return dags[0] if dags else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: `processes` must already imply `slow`
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests for `--dist loadgroup`: the tests of a session DAG on one worker (it is
-    reproduced once), every other module's tests on one worker (module fixtures built once). A
-    session DAG test gets DAG_TIMEOUT_S (it may build the DAG); `processes` implies `slow`."""
+    """`processes` implies `slow`; a session DAG test gets DAG_TIMEOUT_S (it may build the DAG); an
+    xdist worker writes every test's group for the scheduler below."""
     for item in items:
-        item.stash[OWN_NODEID] = item.nodeid
-        dags = [name for name in SESSION_DAGS if name in item.fixturenames]
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(dags[0] if dags else item.nodeid.split("::")[0]))
-        if dags and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(DAG_TIMEOUT_S))
         if item.get_closest_marker("processes") is not None:
             item.add_marker(pytest.mark.slow)
+        if test_group(item) in SESSION_DAGS and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(DAG_TIMEOUT_S))
+    path = os.environ.get(GROUPS_ENV)
+    if path and hasattr(config, "workerinput"):
+        mine = Path(f"{path}.{config.workerinput['workerid']}")
+        mine.write_text(json.dumps({item.nodeid: test_group(item) for item in items}))
+        mine.replace(path)  # every worker collects the same tests: whichever lands last is as good
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _child_config[:] = [config]
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):  # the xdist controller
+        folder = tempfile.mkdtemp(prefix="dlab-test-groups-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        os.environ[GROUPS_ENV] = str(Path(folder) / "groups.json")  # the workers it starts inherit it
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`-n N` (xdist's `load` distribution): each module's tests on one worker (its module fixtures
+    are built once), each session DAG's tests on one worker (the DAG is reproduced once), the DAG
+    units first (they are the longest). xdist's own `loadgroup` cannot do it with pytest 9.2: the
+    group suffix it writes into the node id no longer lands (pytest-xdist#1386)."""
+    if config.getvalue("dist") != "load":
+        return None  # an explicit --dist keeps xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                try:
+                    self.groups = json.loads(Path(os.environ[GROUPS_ENV]).read_text())
+                except (KeyError, OSError, ValueError):
+                    self.groups = {}  # modules only
+            return self.groups.get(nodeid, nodeid.split("::")[0])
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:
+                self.ordered = True
+                for scope in sorted(self.workqueue, key=lambda s: s not in SESSION_DAGS):  # stable
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
+
+    return GroupScheduling(config, log)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,8 +305,9 @@ def _run_in_child(item: pytest.Item) -> list[pytest.TestReport]:
     with tempfile.TemporaryDirectory(prefix="dlab-native-") as tmp:
         reports_file = Path(tmp) / "reports.jsonl"
         env = {**os.environ, CHILD_REPORTS: str(reports_file)}
-        # -n 0: the child runs this one test itself, whatever workers the parent's command line asked for
-        cmd = [sys.executable, "-m", "pytest", item.stash.get(OWN_NODEID, item.nodeid), "-q", "-p", "no:cacheprovider", "--no-header", "-n", "0"]
+        cmd = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider", "--no-header"]
+        if config.pluginmanager.hasplugin("xdist"):
+            cmd += ["-n", "0"]  # the child runs this one test itself, whatever PYTEST_ADDOPTS asks
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=config.rootpath, env=env, capture_output=True, text=True,
@@ -272,8 +318,6 @@ def _run_in_child(item: pytest.Item) -> list[pytest.TestReport]:
         duration = time.perf_counter() - t0
         lines = reports_file.read_text().splitlines() if reports_file.exists() else []
     reports = [config.hook.pytest_report_from_serializable(config=config, data=json.loads(line)) for line in lines]
-    for report in reports:
-        report.nodeid = item.nodeid  # the parent's id (xdist's may carry a group suffix)
     if returncode is not None and returncode >= 0 and any(r.when == "call" or r.failed or r.skipped for r in reports):
         return reports
     if returncode is None:
@@ -299,7 +343,3 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _child_config: list[pytest.Config] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    _child_config[:] = [config]
