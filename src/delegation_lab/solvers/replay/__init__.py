@@ -32,5 +32,6 @@ FORMATS.register("llmrouterbench_json", "delegation_lab.solvers.replay.llmrouter
 FORMATS.register("routerarena_jsonl", "delegation_lab.solvers.replay.routerarena_jsonl:ROUTERARENA_JSONL")
 FORMATS.register("long_table", "delegation_lab.solvers.replay.long_table:LONG_TABLE")
 FORMATS.register("parquet", "delegation_lab.solvers.replay.parquet:PARQUET")
+FORMATS.register("zeroeval", "delegation_lab.solvers.replay.zeroeval:ZEROEVAL")
 
 __all__ = ["FORMATS"]

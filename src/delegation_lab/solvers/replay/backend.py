@@ -1,5 +1,7 @@
 """The `replay` backend: each request is answered with the cache's answer of `source_model` to the
-same (normalised) question, with provenance; no model is called."""
+same (normalised) question, with provenance; no model is called. Where the layout parsed the reply
+itself (a `parsed_answer` column: zeroeval) that answer is the parsed answer; where it brings a
+score (`score`), answers.extra keeps it as `imported_score` beside `imported_correct`."""
 
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ class ReplayBackend:
         }
         if row["correct"] is not None:
             extra["imported_correct"] = bool(row["correct"])
+        if row.get("score") is not None:  # the source's own score in [0, 1] (LLMRouter's F1, pass rate)
+            extra["imported_score"] = float(row["score"])
         response = row["response"]
         if response is None:
             return Generation(
@@ -71,5 +75,5 @@ class ReplayBackend:
                 tokens_out = estimate_tokens(response)
         return Generation(
             text=response, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
-            cost_usd=row["cost_usd"], extra=extra,
+            cost_usd=row["cost_usd"], parsed_answer=row.get("parsed_answer"), extra=extra,
         )

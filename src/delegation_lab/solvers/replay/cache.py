@@ -115,8 +115,12 @@ def cache_files(path: str | Path, fmt: str) -> list[Path]:
         if not Path(text).exists():
             raise ReplayError(f"{text}: replay cache not found (check the `path` of the replay section)")
         return [Path(text)]
+    kinds = ", ".join("*" + x for x in cache_format.suffixes)
+    if cache_format.belongs is not None:
+        found = [p for p in found if cache_format.belongs(p)]
+        kinds += f" where the {fmt} layout puts them"
     if not found:
-        raise ReplayError(f"{text}: {what} holds no {fmt} files ({', '.join('*' + x for x in cache_format.suffixes)})")
+        raise ReplayError(f"{text}: {what} holds no {fmt} files ({kinds})")
     return cache_format.order(found)
 
 

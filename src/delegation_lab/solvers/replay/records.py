@@ -58,6 +58,12 @@ class CacheFormat:
     """The reading order of a folder's or a glob's files (a model's first row of a question wins)."""
     trust_warning: str | None = None
     """Why loading such a file runs code (unpickling): the cache is refused unless trusted."""
+    belongs: Callable[[Path], bool] | None = None
+    """Which files of a folder or glob (with one of `suffixes`) are the cache's, where a layout's tree
+    holds other files of the same suffix (LLMRouter's price table beside its score files)."""
+    notes: Callable[[pl.DataFrame], list[str]] | None = None
+    """Lines `dlab import` adds about a loaded cache of this layout: what it lacks (no answer text),
+    what its join left unmatched."""
 
 
 def columns_hint(columns: list[str], limit: int = 30) -> str:
@@ -109,6 +115,26 @@ def correctness(value: Any, path: Path, where: str) -> bool | None:
         return float(s) >= SCORE_THRESHOLD
     except ValueError:
         raise ReplayError(f"{path}: {where}: correctness value {value!r} is not True/False or a score") from None
+
+
+def unit_score(value: Any, path: Path, where: str) -> float | None:
+    """A score that must lie in [0, 1] (a pass rate, an F1, a 0/1 match); None when empty; anything
+    else (out of range, not a number) fails naming the file and the record."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        f = float(value.strip()) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        if isinstance(value, str) and not value.strip():
+            return None
+        raise ReplayError(f"{path}: {where}: score {value!r} is not a number") from None
+    if math.isnan(f):
+        return None
+    if not 0.0 <= f <= 1.0:
+        raise ReplayError(f"{path}: {where}: score {value!r} is outside [0, 1]")
+    return f
 
 
 def score_value(value: Any) -> float | None:
