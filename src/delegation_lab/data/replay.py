@@ -68,7 +68,7 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     if not params.path:
         raise ReplayDataError("data.replay.path is empty; set it to the cache file, folder or glob (and data.replay.format)")
     path = Path(params.path)
-    frame = load_cache(params.path, params.format, params.fields, params.trust_pickle).frame
+    frame = load_cache(params.path, params.format, params.fields, params.trust_pickle, params.score_threshold).frame
     if params.eval_name is not None:
         if "eval_name" not in frame.columns:
             raise ReplayDataError(

@@ -19,6 +19,15 @@ ReplayFormat = FORMATS.choices()
 """Layouts a replay cache can have: the names registered in `solvers.replay.FORMATS` (one module each)."""
 
 
+SCORE_THRESHOLD = 0.5
+"""The default `score_threshold`: a score at or above it counts as a correct answer."""
+
+
+def score_threshold_field() -> Any:
+    """`score_threshold` of a replay section (solvers.<name>.replay, data.replay)."""
+    return Field(SCORE_THRESHOLD, ge=0, le=1)
+
+
 class LongTableFields(ParamsModel):
     """Column names of a `long_table` cache (one row per question x model); a column named here
     explicitly must exist, a default one is used only when the file has it."""
@@ -30,7 +39,7 @@ class LongTableFields(ParamsModel):
     correct: str | None = "correct"
     """Column holding True/False correctness (or a 0/1 score); null = use `score`."""
     score: str | None = "score"
-    """Column holding a numeric score (correct when >= 0.5), used where `correct` is absent or empty."""
+    """Column holding a numeric score (correct when >= the replay section's `score_threshold`), used where `correct` is absent or empty."""
     response: str | None = "response"
     """Column holding the answer text; absent = a correctness-only cache (empty answers)."""
     tokens_in: str | None = "tokens_in"
@@ -179,6 +188,10 @@ class ReplayParams(ParamsModel):
     trust_pickle: bool = False
     """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
     for a pickle you trust (a routerbench_pickle is refused without it)."""
+    score_threshold: float = score_threshold_field()
+    """Where the cache grades an answer with a score rather than True/False (RouterBench, LLMRouter's
+    F1 and pass rates, LLMRouterBench, RouterArena, a long table's score column): a score at or above
+    this counts as correct; the score itself is kept (answers.extra `imported_score` where in [0, 1])."""
 
 
 class ExecutorParams(ParamsModel):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from delegation_lab.solvers.base import Generation, Request
-from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
+from delegation_lab.solvers.params import SCORE_THRESHOLD, Price, ReplayParams, SolverParams
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 from delegation_lab.solvers.replay.cache import ModelIndex, ReplayCache, load_cache, normalise_question
 from delegation_lab.solvers.replay.records import ReplayError
@@ -31,14 +31,18 @@ class ReplayBackend:
         self.path = Path(params.path)
 
     def cache(self) -> ReplayCache:
-        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle)
+        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle,
+                          self.params.score_threshold)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": self.params.format,
             "source_model": self.params.source_model,
             "sha256": self.cache().sha256,
         }
+        if self.params.score_threshold != SCORE_THRESHOLD:  # only then: today's request hashes stay as they are
+            out["score_threshold"] = self.params.score_threshold
+        return out
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         index = self.cache().index(self.params.source_model)

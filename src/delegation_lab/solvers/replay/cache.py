@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.solvers.params import LongTableFields
+from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay import FORMATS
 from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError
 
@@ -160,10 +160,11 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
                          how="diagonal_relaxed")
 
 
-def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> ReplayCache:
+def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False,
+               score_threshold: float = SCORE_THRESHOLD) -> ReplayCache:
     """The normalised cache of a file, folder or glob, read once per process (again when a file
     changes). A format whose loading runs code (a pickle) is refused unless `trust_pickle` (checked
-    before any file is opened)."""
+    before any file is opened). A score at or above `score_threshold` is a correct answer."""
     spec = str(path)
     if fmt not in FORMATS:
         raise ReplayError(f"{spec}: unknown replay format {fmt!r}; use one of {list(FORMATS.names())}")
@@ -172,13 +173,13 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
         raise ReplayError(f"{spec}: not loaded: {cache_format.trust_warning} If you trust this file, pass --trust-pickle "
                           "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
     files = cache_files(spec, fmt)
-    key = _stat_key(files, spec, fmt, fields)
+    key = (*_stat_key(files, spec, fmt, fields), score_threshold)
     cached = _LOADED.get(key)
     if cached is not None:
         return cached
     several = len(files) > 1 or Path(spec).is_dir() or bool(_GLOB.search(spec))
     root = Path(spec) if Path(spec).is_dir() else None
-    options = ReadOptions(fields or LongTableFields(), root)
+    options = ReadOptions(fields or LongTableFields(), root, score_threshold)
     frame = _concat([_read_one(f, cache_format, options, several) for f in files])
     if frame.height == 0:
         raise ReplayError(f"{spec}: the {fmt} cache has no rows")
@@ -199,6 +200,7 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     return cache
 
 
-def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> pl.DataFrame:
+def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False,
+               score_threshold: float = SCORE_THRESHOLD) -> pl.DataFrame:
     """The normalised frame of a cache (`CACHE_COLUMNS`, extra columns, provenance, and `key`)."""
-    return load_cache(path, fmt, fields, trust_pickle).frame
+    return load_cache(path, fmt, fields, trust_pickle, score_threshold).frame

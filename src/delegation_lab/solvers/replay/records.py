@@ -4,6 +4,7 @@ module registers in `solvers.replay.FORMATS`."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import polars as pl
 
 from delegation_lab.data.sources import numbered_json_lines
 from delegation_lab.errors import InputError
-from delegation_lab.solvers.params import LongTableFields
+from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 
 CACHE_COLUMNS: dict[str, pl.DataType] = {
     "source_index": pl.String,
@@ -29,21 +30,19 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 """The columns every reader's frame has, one row per (question, model); a reader may add more (a
 `domain`, a `score`, the source's own columns)."""
 
-SCORE_THRESHOLD = 0.5
-"""A float score (RouterBench, LLMRouterBench) at or above this counts as a correct answer."""
-
-
 class ReplayError(InputError):
     """A cache file that cannot be replayed; the message names the file, the key and what exists."""
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What a reader may need beyond the file: the long table's column names, and the folder the
-    cache was named by (None for a file or a glob), whose tree some layouts give meaning to."""
+    """What a reader may need beyond the file: the long table's column names, the folder the cache
+    was named by (None for a file or a glob), whose tree some layouts give meaning to, and the score
+    at or above which an answer counts as correct."""
 
     fields: LongTableFields
     root: Path | None
+    score_threshold: float = SCORE_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -94,8 +93,8 @@ _TRUE = {"true", "t", "yes", "y", "1", "1.0", "correct"}
 _FALSE = {"false", "f", "no", "n", "0", "0.0", "incorrect", "wrong"}
 
 
-def correctness(value: Any, path: Path, where: str) -> bool | None:
-    """True / False from a boolean-ish cell; None when empty."""
+def correctness(value: Any, path: Path, where: str, threshold: float = SCORE_THRESHOLD) -> bool | None:
+    """True / False from a boolean-ish cell or a score (correct at or above `threshold`); None when empty."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -103,7 +102,7 @@ def correctness(value: Any, path: Path, where: str) -> bool | None:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and math.isnan(value):
             return None
-        return bool(value >= SCORE_THRESHOLD)
+        return bool(value >= threshold)
     s = str(value).strip().lower()
     if not s or s in ("nan", "none", "null"):
         return None
@@ -112,9 +111,14 @@ def correctness(value: Any, path: Path, where: str) -> bool | None:
     if s in _FALSE:
         return False
     try:
-        return float(s) >= SCORE_THRESHOLD
+        return float(s) >= threshold
     except ValueError:
         raise ReplayError(f"{path}: {where}: correctness value {value!r} is not True/False or a score") from None
+
+
+def threshold_of(options: ReadOptions | None) -> float:
+    """The score at or above which an answer counts as correct (a reader called without options: 0.5)."""
+    return options.score_threshold if options is not None else SCORE_THRESHOLD
 
 
 def unit_score(value: Any, path: Path, where: str) -> float | None:
@@ -174,6 +178,26 @@ def cache_frame(rows: dict[str, list[Any]], extras: dict[str, list[Any]] | None 
             series = pl.Series(name, [cell_text(v) for v in values], dtype=pl.String)
         df = df.with_columns(series)
     return df
+
+
+def json_list(path: Path, what: str) -> list[Any]:
+    """A file holding one JSON list; an empty file, bad JSON or another top level fails naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ReplayError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    if not text.strip():
+        raise ReplayError(f"{path}: empty file (expected a JSON list of {what})")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReplayError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(data, list):
+        keys = f" (keys: {columns_hint(sorted(data))})" if isinstance(data, dict) else ""
+        raise ReplayError(f"{path}: expected a JSON list of {what}, got a JSON {type(data).__name__}{keys}")
+    if not data:
+        raise ReplayError(f"{path}: no records (an empty list)")
+    return data
 
 
 def numbered_records(path: Path) -> list[tuple[int, dict[str, Any]]]:

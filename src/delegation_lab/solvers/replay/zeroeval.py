@@ -13,7 +13,6 @@ by the replay backend and flagged. The domain is the record's `dataset`, else th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +28,10 @@ from delegation_lab.solvers.replay.records import (
     cache_frame,
     cell_text,
     columns_hint,
+    json_list,
 )
 
 ZEROEVAL_REQUIRED = ("question", "answer", "output")
-
-
-def json_list(path: Path, what: str) -> list[Any]:
-    """A file holding one JSON list; an empty file, bad JSON or another top level fails naming the file."""
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        raise ReplayError(f"{path}: empty file (expected a JSON list of {what})")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ReplayError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(data, list):
-        keys = f" (keys: {columns_hint(sorted(data))})" if isinstance(data, dict) else ""
-        raise ReplayError(f"{path}: expected a JSON list of {what}, got a JSON {type(data).__name__}{keys}")
-    if not data:
-        raise ReplayError(f"{path}: no records (an empty list)")
-    return data
 
 
 def zeroeval_gold(answer: Any) -> str | None:
