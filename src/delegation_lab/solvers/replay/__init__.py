@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 FORMATS: Registry[CacheFormat] = Registry("replay format", "replay.format")
 FORMATS.register("routellm_csv", "delegation_lab.solvers.replay.routellm_csv:ROUTELLM_CSV")
 FORMATS.register("routerbench_pickle", "delegation_lab.solvers.replay.routerbench_pickle:ROUTERBENCH_PICKLE")
+FORMATS.register("routerbench_csv", "delegation_lab.solvers.replay.routerbench_csv:ROUTERBENCH_CSV")
 FORMATS.register("llmrouterbench_json", "delegation_lab.solvers.replay.llmrouterbench_json:LLMROUTERBENCH_JSON")
 FORMATS.register("routerarena_jsonl", "delegation_lab.solvers.replay.routerarena_jsonl:ROUTERARENA_JSONL")
 FORMATS.register("long_table", "delegation_lab.solvers.replay.long_table:LONG_TABLE")
 FORMATS.register("parquet", "delegation_lab.solvers.replay.parquet:PARQUET")
 FORMATS.register("zeroeval", "delegation_lab.solvers.replay.zeroeval:ZEROEVAL")
+FORMATS.register("llmrouter", "delegation_lab.solvers.replay.llmrouter:LLMROUTER")
 
 __all__ = ["FORMATS"]
