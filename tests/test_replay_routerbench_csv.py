@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -113,3 +114,25 @@ def test_malformed_routerbench_csv_names_file_and_row(tmp_path, content, message
     with pytest.raises(ReplayError, match=message) as e:
         read_cache(path, "routerbench_csv")
     assert "\n" not in str(e.value)
+
+
+def test_dlab_import_relabels_against_matching_items_and_reports_agreement(tmp_path):
+    folder = write_csv_folder(tmp_path / "routerbench")
+    items = tmp_path / "items"
+    items.mkdir()
+    pl.DataFrame({"question": ["What is 2 + 2?", "what is 3 \u00d7 3?"], "gold": ["4", "9"]},
+                 schema={"question": pl.String, "gold": pl.String}).with_columns(
+        pl.lit(None, dtype=pl.List(pl.String)).alias("choices")).write_parquet(items / "test.parquet")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["import", str(folder), "--format", "routerbench_csv", "--items-dir", str(items),
+                                      "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    models = json.loads(out.read_text())["models"]
+    small, b = models["a/small"], models["b"]
+    # a/small: "4" right, "None" holds no number (wrong, and a reply without an answer); both as imported
+    assert (small["our_accuracy"], small["no_answer"], small["agreement"]["agreement"]) == (0.5, 1, 1.0)
+    # b: "four" and "9.50" are wrong to our labeler, right to RouterBench's scores (1.0, 0.6)
+    assert b["agreement"] == {"n": 2, "agreement": 0.0, "imported_true_programmatic_false": 2,
+                              "imported_false_programmatic_true": 0}
+    assert b["accuracy"] == 0.0 and b["imported_accuracy"] == 1.0  # mmlu: no gold, no label (b's score is empty)
+    assert "agrees with the cache's labels on 0.0% of 2" in result.output
