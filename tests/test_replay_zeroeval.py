@@ -12,9 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from delegation_lab.cli import app
-from delegation_lab.data.items import Item, make_item_id
+from delegation_lab.data.items import Item, items_frame, make_item_id
+from delegation_lab.data.params import ReplayDatasetParams
+from delegation_lab.data.replay import load_replay_items
+from delegation_lab.labeling.matchers import match_frame
 from delegation_lab.solvers.base import Solver
 from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
+from delegation_lab.solvers.cache import answers_frame
 from delegation_lab.solvers.replay.backend import ReplayBackend
 from delegation_lab.solvers.replay.cache import file_sha256, read_cache
 from delegation_lab.solvers.replay.json_reply import json_reply_answer
@@ -115,6 +119,19 @@ def test_zeroeval_replay_hands_over_the_parsed_answer_and_estimates_tokens(tmp_p
     assert extra["tokens_estimated"] is True and "imported_correct" not in extra
     assert extra["replay_source_model"] == "Yi-1.5-9B-Chat" and extra["price_source"] == "fixture"
     assert answers[1].tokens_out > 0 and answers[1].cost_usd > 0
+
+
+def test_zeroeval_cache_as_its_own_dataset_is_labelled_by_our_labeler(tmp_path):
+    folder = write_result_dirs(tmp_path)
+    items = load_replay_items(ReplayDatasetParams(path=str(folder), format="zeroeval"))
+    assert [i.gold for i in items] == ["18", "3", "70000", "540"]  # the file's gold, `#` dropped
+    params = SolverParams(backend="replay", model="yi", price=Price(input_usd_per_mtok=0.0, output_usd_per_mtok=0.0,
+                                                                    free=True),
+                          replay=ReplayParams(path=str(folder), format="zeroeval", source_model="Yi-1.5-9B-Chat"))
+    answers = Solver("yi", params, ReplayBackend(params.replay, params.price)).solve(items)
+    labels = match_frame(answers_frame(answers), items_frame(items), 1e-6)  # what the label stage runs
+    assert labels["programmatic"].to_list() == [True, True, True, False] and labels["imported"].null_count() == 4
+    assert labels["matcher"].to_list() == ["numeric"] * 4
 
 
 def test_dlab_import_json_reports_our_accuracy_and_no_answer(tmp_path):

@@ -1,8 +1,10 @@
 """`data.dataset: replay`: a solver-answer cache standing as its own dataset.
 
-One item per distinct (normalised) question of the cache, gold unknown: the replayed answers bring
-their own correctness labels (label method `imported`). With this a user who has only a cache runs
-the whole pipeline: prepare (dataset replay) -> solve@X (backend replay) -> label (imported).
+One item per distinct (normalised) question of the cache. Its gold is the GSM8K question's it matches
+(`gsm8k_path`), else the gold the cache brings (a `gold` column: zeroeval; our labeler grades the
+replies against it), else unknown: the replayed answers bring their own correctness labels (label
+method `imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
+replay) -> solve@X (backend replay) -> label.
 
 Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
 number of solution steps, and its gold), the cache's `difficulty_column`, or the item's domain
@@ -89,6 +91,8 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     first = frame.unique(subset="key", keep="first", maintain_order=True)
     codes = domain_codes(first["domain"].to_list())
     wanted = ["source_index", "prompt", "key", "domain"] + ([column] if column else [])
+    if "gold" in first.columns:
+        wanted.append("gold")
     seen: dict[str, int] = {}
     items = []
     for row in first.select(wanted).iter_rows(named=True):
@@ -104,7 +108,7 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
             difficulty, gold = known.difficulty, known.gold
         else:
             difficulty = _difficulty(row[column], path, column, source_id) if column else codes[row["domain"]]
-            gold = None
+            gold = None if row.get("gold") is None else str(row["gold"])
         items.append(Item(
             item_id=make_item_id(f"replay:{path.name}", source_id),
             split="",
