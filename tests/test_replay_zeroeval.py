@@ -48,7 +48,7 @@ REPLIES = {  # model -> reply per question: the grader's paths, each answer righ
         'Let me think.\n{"reasoning": "raw\nnewline", "answer": 18}',   # a raw newline, a number answer
         "The robe needs 2 + 1 bolts, so \\boxed{3}.",                     # no JSON: the last boxed
         '{"reasoning": "unbalanced "quote", "answer": "70000"',         # broken JSON: the answer key
-        "I cannot solve this.",                                        # no answer at all
+        "Let's try 3 * 3 * 60 = 540. That doesn't add up, so",          # truncated: a step, not an answer
     ],
 }
 
@@ -84,6 +84,8 @@ def write_result_dirs(root: Path) -> Path:
     ("Work: 2 + 2 = 4, so \\boxed{\\frac{1}{2}} and then 7", "0.5", "boxed"),
     ("#### 1,234", "1234", "final_number"),
     ("no digits here", None, "none"),
+    ("Let's try 4 + 4 + 2 = 10. This still doesn't add up to", None, "none"),  # a bare last number
+    ("So it is 5.\n\n**Answer:** 12 gallons", "12", "final_number"),
     ("", None, "none"),
 ])
 def test_json_reply_answer(text, answer, source):

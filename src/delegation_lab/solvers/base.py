@@ -110,7 +110,8 @@ class Generation(BaseModel):
     latency_s: float = 0.0
     error: str | None = None
     cost_usd: float | None = None  # a cost the source already knows (replayed caches); else priced from tokens
-    parsed_answer: str | None = None  # an answer the source already parsed from `text` (a zeroeval cache); else the template parses
+    parsed_answer: str | None = None  # the answer the source parsed from `text` (a zeroeval cache), when source_parsed
+    source_parsed: bool = False  # the source parsed `text`: parsed_answer is its answer, None = it found none
     extra: dict[str, Any] = {}
 
     def masked(self, secrets: list[str]) -> Generation:
@@ -265,7 +266,7 @@ class Solver:
         template = self.template(request.role, request.item)
         parsed = None
         if gen.error is None and gen.text is not None:
-            parsed = gen.parsed_answer if gen.parsed_answer is not None else template.parse(gen.text, request.item)
+            parsed = gen.parsed_answer if gen.source_parsed else template.parse(gen.text, request.item)
         return Answer(
             solver=self.name,
             item_id=request.item.item_id,

@@ -1,6 +1,7 @@
 """The `replay` backend: each request is answered with the cache's answer of `source_model` to the
 same (normalised) question, with provenance; no model is called. Where the layout parsed the reply
-itself (a `parsed_answer` column: zeroeval) that answer is the parsed answer; where it brings a
+itself (a `parsed_answer` column: zeroeval) that answer is the parsed answer, a null one meaning the
+reply holds none (never re-parsed by the prompt template); where it brings a
 score (`score`), answers.extra keeps it as `imported_score` beside `imported_correct`."""
 
 from __future__ import annotations
@@ -79,5 +80,6 @@ class ReplayBackend:
                 tokens_out = estimate_tokens(response)
         return Generation(
             text=response, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
-            cost_usd=row["cost_usd"], parsed_answer=row.get("parsed_answer"), extra=extra,
+            cost_usd=row["cost_usd"], parsed_answer=row.get("parsed_answer"), source_parsed="parsed_answer" in row,
+            extra=extra,
         )

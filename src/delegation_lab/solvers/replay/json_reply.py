@@ -7,8 +7,9 @@ read as a careful grader would:
 2. else the first `"answer": ...` key of a block that is not valid JSON (unbalanced quotes, a
    missing comma);
 3. else the last `\\boxed{...}`;
-4. else the number the free text commits to (`parsing.parse_number_answer`: `#### N`, "the answer
-   is N", else the final number);
+4. else the number the free text commits to: the last `#### N`, else the last "answer is N" /
+   `**Answer:** N` / `Answer: "N"`; never a bare last number, which in a reply that broke the
+   format is as often a step of a truncated or looping derivation as an answer;
 5. else nothing: the reply has no extractable answer (`no_answer`).
 
 An answer's text becomes a number where it holds one: the whole text when it is a number (`$1,080`,
@@ -28,12 +29,13 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from delegation_lab.parsing import NUMBER, normalise_number, parse_number_answer
+from delegation_lab.parsing import CALC_ANNOTATION, HASHES, NUMBER, normalise_number
 
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings, as models write them
 _ESCAPES = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|\\')
 _ANSWER_KEY = re.compile(r'"answer"\s*:\s*(?:"((?:[^"\\]|\\.)*)"|([^\s",}][^,}\n]*))', re.S)
 _BOXED = "\\boxed{"
+_COMMITTED = re.compile(r"(?:final answer|answer)\s*(?:is|=|:)?[\s:*\"'\\]*(" + NUMBER.pattern + ")", re.I)
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}")
 _LATEX_TEXT = re.compile(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}")
 _ARITHMETIC = re.compile(r"[\d\s.+\-*/()]+")
@@ -151,5 +153,15 @@ def json_reply_answer(reply: str | None) -> tuple[str | None, str]:
     boxed = last_boxed(reply)
     if boxed:
         return answer_number(boxed), "boxed"
-    number = parse_number_answer(reply)
+    number = committed_number(reply)
     return (number, "final_number") if number is not None else (None, "none")
+
+
+def committed_number(text: str) -> str | None:
+    """The number free text states as its answer (`#### N`, else "answer is N" and its spellings)."""
+    clean = CALC_ANNOTATION.sub("", text)
+    for pattern in (HASHES, _COMMITTED):
+        found = pattern.findall(clean)
+        if found:
+            return normalise_number(found[-1])
+    return None

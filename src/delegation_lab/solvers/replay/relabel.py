@@ -2,8 +2,9 @@
 question graded by the label stage's own code (`labeling.matchers.match_frame`, the `MATCHERS`
 registry, `label.matcher: auto`, default tolerance) against the gold the cache brings (a `gold`
 column: zeroeval) or, failing that, the gold of our item with the same question, beside the label
-the cache imported. A reply is parsed as the solve stage parses it: the layout's own parsed answer
-(`parsed_answer`: zeroeval), else the choice letter for an item with choices, else the number."""
+the cache imported. A reply is parsed as the solve stage parses it: by the layout where it parses
+(`parsed_answer`: zeroeval; null = no answer), else the choice letter for an item with choices, else
+the number."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def first_answers(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
     first = first.with_columns(pl.coalesce("cache_gold", "item_gold").alias("gold"))
     has_text = pl.col("response").is_not_null() & (pl.col("response") != "")
     first = first.with_columns((has_text & (pl.lit(layout_parses) | pl.col("gold").is_not_null())).alias("parsed"))
-    parsed = [p if p is not None or not wanted else _parse(r, c) for p, r, c, wanted in
+    parsed = [p if layout_parses or not wanted else _parse(r, c) for p, r, c, wanted in
               first.select("parsed_answer", "response", "choices", "parsed").iter_rows()]
     return first.with_columns(pl.Series("parsed_answer", parsed, dtype=pl.String))
 
