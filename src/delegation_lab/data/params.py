@@ -114,7 +114,7 @@ class DataParams(ParamsModel):
     table: TableParams = TableParams()
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
-    """A solver-answer cache standing as its own dataset (gold unknown, labels imported)."""
+    """A solver-answer cache standing as its own dataset (gold from GSM8K or from the cache where it brings one, else labels imported)."""
     allow_missing_gold: bool = False
     """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
     judge or imported correctness); false = such a row fails naming the file and line. A table with
