@@ -76,16 +76,16 @@ def write_result_dirs(root: Path) -> Path:
 @pytest.mark.parametrize(("text", "answer", "source"), [
     (reply("r", "18"), "18", "json"),
     ('{"reasoning": "x \\\\(a\\\\) \\(b\\)", "answer": "\\\\frac{3}{4}"}', "0.75", "json"),  # LaTeX backslashes
-    ('{"reasoning": "r", "answer": "___"}\nSo the answer is 12.', "12", "final_number"),   # template echoed
+    ('{"reasoning": "r", "answer": "___"}\nSo the answer is 12.', "12", "stated_number"),   # template echoed
     ('{"reasoning": "r", "answer": "(300 * 4 + 120 * 6) / 12"}', "160", "json"),
     ('{"reasoning": "r", "answer": "500 * 0.3 + 350"}', "500", "json"),                   # exact, not 499.99...
     ('{"reasoning": "r", "answer": "Cannot be determined"}', "Cannot be determined", "json"),
     ('"answer": 42, trailing', "42", "json_key"),
     ("Work: 2 + 2 = 4, so \\boxed{\\frac{1}{2}} and then 7", "0.5", "boxed"),
-    ("#### 1,234", "1234", "final_number"),
+    ("#### 1,234", "1234", "stated_number"),
     ("no digits here", None, "none"),
     ("Let's try 4 + 4 + 2 = 10. This still doesn't add up to", None, "none"),  # a bare last number
-    ("So it is 5.\n\n**Answer:** 12 gallons", "12", "final_number"),
+    ("So it is 5.\n\n**Answer:** 12 gallons", "12", "stated_number"),
     ("", None, "none"),
 ])
 def test_json_reply_answer(text, answer, source):

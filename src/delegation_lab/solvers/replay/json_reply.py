@@ -44,7 +44,7 @@ _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
 PLACEHOLDERS = {"", "___", "..."}
 """Values of `answer` that are the prompt's template echoed, not an answer."""
 
-SOURCES = ("json", "json_key", "boxed", "final_number", "none")
+SOURCES = ("json", "json_key", "boxed", "stated_number", "none")
 """Where an answer came from, in the order tried (`answer_source` column of a zeroeval cache)."""
 
 
@@ -154,7 +154,7 @@ def json_reply_answer(reply: str | None) -> tuple[str | None, str]:
     if boxed:
         return answer_number(boxed), "boxed"
     number = committed_number(reply)
-    return (number, "final_number") if number is not None else (None, "none")
+    return (number, "stated_number") if number is not None else (None, "none")
 
 
 def committed_number(text: str) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.parsing import normalise_number
+from delegation_lab.solvers.replay.json_reply import SOURCES as ANSWER_SOURCES
 from delegation_lab.solvers.replay.json_reply import json_reply_answer
 from delegation_lab.solvers.replay.records import (
     CACHE_COLUMNS,
@@ -86,4 +87,12 @@ def read_zeroeval(path: Path, options: ReadOptions | None = None) -> pl.DataFram
     return cache_frame(rows, extras)
 
 
-ZEROEVAL = CacheFormat(read=read_zeroeval, suffixes=(".json",))
+def zeroeval_notes(frame: pl.DataFrame) -> list[str]:
+    """What `dlab import` says about a loaded ZeroEval cache."""
+    sources = dict(frame.group_by("answer_source").len().iter_rows())
+    found = ", ".join(f"{sources[s]} {s}" for s in ANSWER_SOURCES if s in sources)
+    return ["no correctness in the files: each reply's parsed answer is graded by our labeler against the "
+            f"record's gold (answers found by: {found})"]
+
+
+ZEROEVAL = CacheFormat(read=read_zeroeval, suffixes=(".json",), notes=zeroeval_notes)
