@@ -171,3 +171,20 @@ def test_malformed_zeroeval_file_names_file_and_record(tmp_path, content, messag
     with pytest.raises(ReplayError, match=message) as e:
         read_cache(path, "zeroeval")
     assert "\n" not in str(e.value)
+
+
+def test_gzipped_result_files_read_as_the_plain_ones(tmp_path):
+    """Experiments ship `<model>.json.gz` (data_src/compact.py): same models, answers and gold."""
+    import gzip
+
+    plain = write_result_dirs(tmp_path / "plain")
+    packed = tmp_path / "packed" / "gsm"
+    packed.mkdir(parents=True)
+    for path in plain.glob("*.json"):
+        (packed / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes()))
+    columns = ["model", "source_index", "prompt", "response", "gold", "parsed_answer", "answer_source"]
+    a, b = read_cache(plain, "zeroeval"), read_cache(packed, "zeroeval")
+    assert b.sort(columns[:2]).select(columns).equals(a.sort(columns[:2]).select(columns))
+    (packed / "broken.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(ReplayError, match=r"broken\.json\.gz: not a gzip file"):
+        read_cache(packed, "zeroeval")

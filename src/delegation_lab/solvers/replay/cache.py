@@ -17,7 +17,7 @@ import polars as pl
 
 from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay import FORMATS
-from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError
+from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError, file_model
 
 _QUOTES = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'", "`": "'",
@@ -108,7 +108,7 @@ def cache_files(path: str | Path, fmt: str) -> list[Path]:
         found = [Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file()]
         what = f"the glob {text!r}"
     elif Path(text).is_dir():
-        found = [p for p in Path(text).rglob("*") if p.is_file() and p.suffix in cache_format.suffixes
+        found = [p for p in Path(text).rglob("*") if p.is_file() and p.name.endswith(cache_format.suffixes)
                  and not any(part.startswith(".") for part in p.relative_to(text).parts)]
         what = f"the folder {text}"
     else:
@@ -139,7 +139,7 @@ def _read_one(file: Path, cache_format: CacheFormat, options: ReadOptions, sever
     """One file's rows with their provenance: `domain` (what the layout says, else the file's stem
     when the cache has several files, else "replay"), `source_file` and `source_sha256`."""
     frame = cache_format.read(file, options)
-    fallback = file.stem if several else "replay"
+    fallback = file_model(file) if several else "replay"
     domain = pl.col("domain").cast(pl.String) if "domain" in frame.columns else pl.lit(None, dtype=pl.String)
     frame = frame.with_columns(
         domain.fill_null(fallback).alias("domain"),
@@ -147,7 +147,7 @@ def _read_one(file: Path, cache_format: CacheFormat, options: ReadOptions, sever
         pl.lit(file_sha256(file)).alias("source_sha256"),
     )
     if several:  # source indexes restart in every file: keep them unique across the cache
-        frame = frame.with_columns((pl.lit(f"{file.stem}#") + pl.col("source_index")).alias("source_index"))
+        frame = frame.with_columns((pl.lit(f"{file_model(file)}#") + pl.col("source_index")).alias("source_index"))
     return frame
 
 

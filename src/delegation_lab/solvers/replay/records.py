@@ -4,6 +4,7 @@ module registers in `solvers.replay.FORMATS`."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Callable
@@ -180,10 +181,19 @@ def cache_frame(rows: dict[str, list[Any]], extras: dict[str, list[Any]] | None 
     return df
 
 
+def file_model(path: Path) -> str:
+    """The model a one-file-per-model cache names: the file's name less its suffixes (`m.json.gz` -> m)."""
+    return path.name.removesuffix(".gz").removesuffix(path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix)
+
+
 def json_list(path: Path, what: str) -> list[Any]:
-    """A file holding one JSON list; an empty file, bad JSON or another top level fails naming the file."""
+    """A file holding one JSON list (gzip-compressed when it ends in .gz, as experiments ship them);
+    an empty file, bad JSON or another top level fails naming the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        raise ReplayError(f"{path}: not a gzip file ({e})") from None
     except UnicodeDecodeError as e:
         raise ReplayError(f"{path}: not UTF-8 text (byte {e.start})") from None
     if not text.strip():

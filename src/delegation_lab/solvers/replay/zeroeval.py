@@ -29,6 +29,7 @@ from delegation_lab.solvers.replay.records import (
     cache_frame,
     cell_text,
     columns_hint,
+    file_model,
     json_list,
 )
 
@@ -73,7 +74,7 @@ def read_zeroeval(path: Path, options: ReadOptions | None = None) -> pl.DataFram
         parsed, source = json_reply_answer(reply) if reply is not None else (None, "none")
         rows["source_index"].append(str(index))
         rows["prompt"].append(cell_text(r["question"]))
-        rows["model"].append(path.stem)
+        rows["model"].append(file_model(path))
         rows["response"].append(reply)
         rows["correct"].append(None)  # not imported: our labeler grades the parsed answer against the gold
         rows["tokens_in"].append(None)
@@ -95,4 +96,4 @@ def zeroeval_notes(frame: pl.DataFrame) -> list[str]:
             f"record's gold (answers found by: {found})"]
 
 
-ZEROEVAL = CacheFormat(read=read_zeroeval, suffixes=(".json",), notes=zeroeval_notes)
+ZEROEVAL = CacheFormat(read=read_zeroeval, suffixes=(".json", ".json.gz"), notes=zeroeval_notes)
