@@ -238,6 +238,33 @@ def test_every_model_of_a_price_map_is_priced_by_a_table_or_says_why_not(name, m
     assert all(p.source and not p.is_zero for p in resolved.values())
 
 
+UNPRICED = [m for m, e in yaml.safe_load((REPO / "docs" / "prices" / "price_map_zeroeval.yaml").read_text())["models"].items()
+            if "unpriced" in e]
+
+
+@pytest.mark.parametrize("model", UNPRICED)
+def test_an_unpriced_model_of_the_map_fails_params_check_naming_the_key(tmp_path, model):
+    assert len(UNPRICED) == 9
+    for table in PRICE_TABLES.names():  # "unpriced" is true: no registered table holds the model's key
+        assert model not in table_models(table), f"{model} is in table {table}: price it in the map"
+    path = params_with_price(tmp_path, {"table": "provider", "model": model})
+    with pytest.raises(ConfigError) as caught:
+        load_params(path)
+    (problem,) = caught.value.problems
+    assert re.match(rf"solvers\.\w+\.price\.model: '{re.escape(model)}' is not in table provider \(its models: ", problem), problem
+
+
+def test_a_solver_with_no_price_at_all_fails_params_check_naming_its_price_key(tmp_path):
+    raw = read_yaml(REPO / "params.yaml")
+    first = next(iter(raw["solvers"]))
+    del raw["solvers"][first]["price"]  # never priced 0 by default
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(ConfigError) as caught:
+        load_params(path)
+    assert caught.value.problems == [f"solvers.{first}.price: required key is missing"]
+
+
 def test_the_price_maps_name_exactly_the_models_of_the_caches(shared_data):
     zeroeval = {p.stem for p in (shared_data / "zeroeval_gsm" / "gsm").glob("*.json")}
     assert set(price_map("price_map_zeroeval.yaml")) == zeroeval and len(zeroeval) == 42
