@@ -5,8 +5,9 @@ Definitions (all on one split, default `test`):
 - always-<S>: every item to solver S. mix:<S>+<T>@p: a random mixture, S with probability p (its
   expected accuracy and cost are the convex combination). cascade:<S1>><S2>>...: ask solvers from
   cheap to expensive and stop at the first answer the shared verifier (`evaluation.verifier`, the
-  same common random numbers as every study) accepts; cost is the sum of the solvers asked; mean
-  over verifier seeds. oracle: the cheapest correct
+  same common random numbers as every study) accepts; cost is the sum of the solvers asked and of
+  the answers the verifier's checks obtain (`agreement`: its models' answers; a judge's are not
+  priced), each answer paid and counted as a call once per item; mean over verifier seeds. oracle: the cheapest correct
   solver per item (the cheapest solver when none is correct) — the upper bound.
 - Pareto: a point no other point matches-or-beats on both cost and accuracy (oracles excluded: the
   baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds), within
@@ -105,16 +106,28 @@ def _row(method: str, kind: str, acc: float, cost: float, calls: float, solvers:
 
 
 def cascade_items(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per item: (correct, cost, calls) of one cascade under verifier seed `seed`."""
+    """Per item: (correct, cost, calls) of one cascade under verifier seed `seed`. A solver asked and the
+    answers a check of a solver before the last obtains (`Verifier.check_costs`) are paid and counted
+    once per item: a verifier model's answer already in hand is not bought again, nor when it is asked."""
     n = m.correct.shape[0]
     done = np.zeros(n, dtype=bool)
     final = np.zeros(n, dtype=bool)
     cost = np.zeros(n)
     calls = np.zeros(n)
+    have: dict[str, np.ndarray] = {}  # model -> items whose answer the cascade already obtained
+
+    def obtain(model: str, wanted: np.ndarray, price: np.ndarray) -> None:
+        new = wanted & ~have.get(model, np.zeros(n, dtype=bool))
+        cost[new] += price[new]
+        calls[new] += 1
+        have[model] = wanted | have.get(model, np.zeros(n, dtype=bool))
+
     for pos, s in enumerate(order):
         active = ~done
-        cost[active] += m.cost[active, s]
-        calls[active] += 1
+        obtain(m.solvers[s], active, m.cost[:, s])
+        if pos < len(order) - 1:
+            for model, price in verifier.check_costs(m.solvers[s], m.item_ids).items():
+                obtain(model, active, price)
         right = m.correct[:, s]
         accepted = verifier.accepts(m.solvers[s], m.item_ids, right, seed)
         stop = active & (accepted | (pos == len(order) - 1))
