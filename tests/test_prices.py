@@ -105,6 +105,16 @@ def test_numbers_or_a_source_given_with_a_table_must_be_the_tables():
     assert same.output_usd_per_mtok == 10.0
 
 
+def test_a_stand_in_price_says_so_in_its_source_and_survives_a_dump():
+    """A model no table prices may borrow another entry's price only as a declared stand-in."""
+    price = Price.model_validate({"table": "routerarena", "model": "meta-llama/Llama-3-70b-chat-hf",
+                                  "stand_in": "Athene-70B: a fine-tune of the same Llama-3-70B weights"})
+    own = Price.model_validate({"table": "routerarena", "model": "meta-llama/Llama-3-70b-chat-hf"})
+    assert (price.input_usd_per_mtok, price.output_usd_per_mtok) == (own.input_usd_per_mtok, own.output_usd_per_mtok)
+    assert price.source == f"STAND-IN (Athene-70B: a fine-tune of the same Llama-3-70B weights): {own.source}"
+    assert Price.model_validate(price.model_dump()) == price
+
+
 # ------------------------------------------------------------------------------ tables by path
 
 

@@ -174,7 +174,7 @@ class Params(ParamsModel):
             raise ValueError("at least one solver is needed")
         for name in solvers:
             if not _SOLVER_NAME.match(name):
-                raise ValueError(f"solver name {name!r}: use a letter then letters, digits, '_' or '-'")
+                raise ValueError(f"solver name {name!r}: use a letter then letters, digits, '_' or '-', at most 32 characters")
         return solvers
 
 

@@ -78,6 +78,10 @@ class Price(ParamsModel):
     path to a file in one of those layouts. A `model` the table lacks fails params check, never priced 0."""
     model: str | None = None
     """The model's key in `table` (e.g. `gpt-4o`); needed with `table`, refused without it."""
+    stand_in: str | None = None
+    """Set when no table prices this model and `model` names another one whose price is used instead: why that
+    one (e.g. `same base weights, Llama-3-70B`). The source then starts with `STAND-IN`, so the choice shows
+    wherever the price is reported; leave it unset for a table entry of the model itself."""
 
     @model_validator(mode="before")
     @classmethod
@@ -115,8 +119,9 @@ def _from_table(data: dict[str, Any]) -> dict[str, Any]:
         _fail("model", model, str(e))
     except price_tables.PriceTableError as e:
         _fail("table", table, str(e))
+    source = found.source if not data.get("stand_in") else f"STAND-IN ({data['stand_in']}): {found.source}"
     filled = {"input_usd_per_mtok": found.input_usd_per_mtok, "output_usd_per_mtok": found.output_usd_per_mtok,
-              "source": found.source}
+              "source": source}
     for key, value in filled.items():
         if data.get(key) is not None and data[key] != value:
             _fail(key, data[key], f"{data[key]!r} is not table {table}'s {value!r} for {model!r}: give the table "
