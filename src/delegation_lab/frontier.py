@@ -6,8 +6,16 @@ Definitions (all on one split, default `test`):
   expected accuracy and cost are the convex combination). cascade:<S1>><S2>>...: ask solvers from
   cheap to expensive and stop at the first answer the shared verifier (`evaluation.verifier`, the
   same common random numbers as every study) accepts; cost is the sum of the solvers asked; mean
-  over verifier seeds. oracle: the cheapest correct
-  solver per item (the cheapest solver when none is correct) — the upper bound.
+  over verifier seeds (`frontier_cascades`). oracle: the cheapest correct solver per item (the
+  cheapest solver when none is correct) — the upper bound.
+- Which baselines: while the cost-ordered cascades of up to `frontier.cascade.max_length` solvers
+  number at most `frontier.exhaustive_limit` (the default DAG's 3 solvers: 4), every cascade,
+  mixtures of every pair and an interval on every point, all on the reported split. Above it:
+  cascades searched on `frontier.cascade.search_split` and only the kept ones measured on the
+  reported split (`frontier_cascades`: what is searched where); mixtures only between consecutive
+  vertices of the singles' efficient convex hull on the reported split (a mixture lies on the
+  segment between its two solvers, so no other segment can reach the front; which segments those
+  are is fixed by the singles alone, so this picks nothing for luck); intervals only where reported.
 - Pareto: a point no other point matches-or-beats on both cost and accuracy (oracles excluded: the
   baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds), within
   one (dataset, verifier) set: a run whose acceptance decisions saw a perfect verifier (`gold`)
@@ -15,7 +23,9 @@ Definitions (all on one split, default `test`):
 - Intervals: item-level bootstrap (`evaluation.statistics.ItemBootstrap`) of accuracy and cost per
   item, seeds resampled too where a method ran several; one set of resamples per dataset, so every
   method is resampled on the same items (paired). Study points take their item-level values from
-  `results/outcomes/<study>.parquet`; a point without outcomes has null intervals.
+  `results/outcomes/<study>.parquet`; a point without outcomes has null intervals. Above the
+  exhaustive limit only the Pareto set, the oracles and each method's best-accuracy point (what
+  `summarize` reports) get one; the other rows have nulls.
 - Field metrics (`routing_metrics`, definitions and sources there): LLMRouterBench's Gain@BestSingle,
   Gap@Oracle, CostSave and ParetoDist and RouterArena's Arena score per method, within its verifier set.
 - dominated_by: for a learned method, the cheapest baseline point (single, mixture, cascade) of its
@@ -32,6 +42,14 @@ Definitions (all on one split, default `test`):
   curve may fall back to all-weak or all-strong, so a random router scores 0.5.
 - CPT(x): the least normalised cost (in % of the strong solver's, RouteLLM's "calls to the strong
   model") at which the hull reaches PGR x; null when never reached.
+
+Cost, with n items, S verifier seeds, N solvers, mixture_points k, R bootstrap resamples, P rows
+(P = N + (N - 1) k + kept cascades + study points above the limit): singles and the oracle O(N n);
+hull O(N log N) and mixtures O(N k n); cascades as `frontier_cascades` says (searched: O(beam N
+max_length S n), kept ones O(max_length S n) each); item arrays are held for the P baseline rows
+only, never for a cascade merely tried; Pareto marks O(P log P); intervals O(R S n) per reported
+row; the summary O(grid) per method plus the field metrics' distance to the front O(P^2 log P)
+(`routing_metrics`). Nothing enumerates subsets or all pairs once above the limit.
 """
 
 from __future__ import annotations
@@ -43,9 +61,19 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.config import FrontierParams
+from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.frontier_cascades import (
+    all_cascades,
+    exhaustive,
+    pareto_layers,
+    run_cascade,
+    search_cascades,
+    verdicts,
+    verifier_seeds,
+)
 from delegation_lab.routing_metrics import field_metrics
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
@@ -106,21 +134,8 @@ def _row(method: str, kind: str, acc: float, cost: float, calls: float, solvers:
 
 def cascade_items(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per item: (correct, cost, calls) of one cascade under verifier seed `seed`."""
-    n = m.correct.shape[0]
-    done = np.zeros(n, dtype=bool)
-    final = np.zeros(n, dtype=bool)
-    cost = np.zeros(n)
-    calls = np.zeros(n)
-    for pos, s in enumerate(order):
-        active = ~done
-        cost[active] += m.cost[active, s]
-        calls[active] += 1
-        right = m.correct[:, s]
-        accepted = verifier.accepts(m.solvers[s], m.item_ids, right, seed)
-        stop = active & (accepted | (pos == len(order) - 1))
-        final[stop] = right[stop]
-        done |= stop
-    return final, cost, calls
+    run = run_cascade(m, order, verdicts(m, verifier, [seed]))
+    return run.final[0], run.cost[0], run.calls[0]
 
 
 def cascade_outcome(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[float, float, float]:
@@ -129,49 +144,81 @@ def cascade_outcome(m: SolverMatrix, order: list[int], verifier: Verifier, seed:
     return float(final.mean()), float(cost.mean()), float(calls.mean())
 
 
-def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier) -> list[Point]:
+def mixture_pairs(m: SolverMatrix, every_pair: bool) -> list[tuple[int, int]]:
+    """Pairs of solvers (i < j) to mix: every pair, or only consecutive vertices of the singles'
+    efficient (upper-left) convex hull, the only segments whose mixtures can reach the frontier."""
+    if every_pair:
+        return list(itertools.combinations(range(len(m.solvers)), 2))
+    points = list(zip(m.mean_cost().tolist(), m.accuracy().tolist(), strict=True))
+    first = {}
+    for i, p in enumerate(points):
+        first.setdefault(p, i)
+    vertices = [first[p] for p in hull(points)]
+    return sorted(tuple(sorted(pair)) for pair in itertools.pairwise(vertices))
+
+
+@dataclass
+class Baselines:
+    """The baseline points (item-level values kept only for these) and how their cascades were chosen."""
+
+    points: list[Point]
+    search: dict
+
+    @property
+    def exhaustive(self) -> bool:
+        return self.search["exhaustive"]
+
+
+def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier, search: SolverMatrix | None = None) -> Baselines:
+    """Singles, mixtures, cascades and the oracle on `m`. Above `params.exhaustive_limit` cascades are
+    searched on `search` (the `cascade.search_split` matrix) and mixtures built on hull segments only."""
     acc, cost = m.accuracy(), m.mean_cost()
     name = verifier.name
+    full = exhaustive(m, params)
+    if full:
+        choice = all_cascades(m, params)
+    else:
+        if search is None or search.solvers != m.solvers:
+            raise ConfigError("params.yaml", [(
+                f"frontier.cascade.search_split: {len(m.solvers)} solvers give more than frontier.exhaustive_limit="
+                f"{params.exhaustive_limit} cascades, so they are searched on split {params.cascade.search_split!r}, which has "
+                f"no labeled answers of every solver ({', '.join(m.solvers)}); label that split or name another one")])
+        choice = search_cascades(search, params, verifier)
     pts = [Point(_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s], name), m.correct[None, :, i] * 1.0, m.cost[None, :, i])
            for i, s in enumerate(m.solvers)]
-    for i, j in itertools.combinations(range(len(m.solvers)), 2):
+    for i, j in mixture_pairs(m, full):
         pair = [m.solvers[i], m.solvers[j]]
         for k in range(1, params.mixture_points + 1):
             p = k / (params.mixture_points + 1)
             pts.append(Point(_row(f"mix:{pair[0]}+{pair[1]}", "mixture", p * acc[i] + (1 - p) * acc[j],
                                   p * cost[i] + (1 - p) * cost[j], 1.0, pair, name, op=f"p={p:.2f}"),
                              (p * m.correct[:, i] + (1 - p) * m.correct[:, j])[None], (p * m.cost[:, i] + (1 - p) * m.cost[:, j])[None]))
-    by_cost = sorted(range(len(m.solvers)), key=lambda s: cost[s])
-    for length in range(2, len(m.solvers) + 1):
-        for order in itertools.combinations(by_cost, length):
-            names = [m.solvers[s] for s in order]
-            seeds = range(params.cascade.seeds) if verifier.kind == "judge" else range(1)
-            runs = [cascade_items(m, list(order), verifier, seed) for seed in seeds]
-            for seed, (c, k, calls) in zip(seeds, runs, strict=True):
-                pts.append(Point(_row("cascade:" + ">".join(names), "cascade", c.mean(), k.mean(), calls.mean(), names, name, seed=seed),
-                                 c[None] * 1.0, k[None]))
+    seeds = verifier_seeds(params.cascade, verifier)
+    table = verdicts(m, verifier, seeds) if choice.orders else None
+    for order in choice.orders:
+        names = [m.solvers[s] for s in order]
+        run = run_cascade(m, list(order), table)
+        for k, seed in enumerate(seeds):
+            c, cst, calls = run.final[k], run.cost[k], run.calls[k]
+            pts.append(Point(_row("cascade:" + ">".join(names), "cascade", c.mean(), cst.mean(), calls.mean(), names, name, seed=seed),
+                             c[None] * 1.0, cst[None]))
     any_right = m.correct.any(axis=1)
     cheapest_right = np.where(m.correct, m.cost, np.inf).min(axis=1)
     oracle_cost = np.where(any_right, cheapest_right, m.cost.min(axis=1))
     pts.append(Point(_row("oracle", "oracle", any_right.mean(), oracle_cost.mean(), 1.0, m.solvers, "oracle"),
                      any_right[None] * 1.0, oracle_cost[None]))
-    return pts
+    return Baselines(pts, choice.report)
 
 
-def baseline_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier = DEFAULT_VERIFIER) -> pl.DataFrame:
-    return pl.DataFrame([p.row for p in baseline_item_points(m, params, verifier)], schema_overrides={"run_id": pl.String})
+def baseline_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier = DEFAULT_VERIFIER,
+                    search: SolverMatrix | None = None) -> pl.DataFrame:
+    return pl.DataFrame([p.row for p in baseline_item_points(m, params, verifier, search).points],
+                        schema_overrides={"run_id": pl.String})
 
 
 def pareto_mask(cost: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """True where no other point has cost <= and accuracy >= with one strictly better."""
-    order = np.lexsort((-acc, cost))  # cheapest first; at equal cost the most accurate first
-    mask = np.zeros(len(cost), dtype=bool)
-    best = -np.inf
-    for i in order:
-        if acc[i] > best:
-            mask[i] = True
-            best = acc[i]
-    return mask
+    """True where no other point has cost <= and accuracy >= with one strictly better (of equal points the first)."""
+    return pareto_layers(np.asarray(cost), np.asarray(acc)) == 0
 
 
 def hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -413,12 +460,17 @@ def _pair(lo: float | None, hi: float | None) -> list[float] | None:
 
 def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
                    verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
-                   intervals: IntervalParams | None = None) -> tuple[pl.DataFrame, dict]:
+                   intervals: IntervalParams | None = None, search_labeled: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
     """The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
-    Baselines are computed under `verifier` (and under `gold` too when a study ran with it)."""
+    Baselines are computed under `verifier` (and under `gold` too when a study ran with it); above
+    `params.exhaustive_limit` their cascades are searched on `search_labeled` (the labeled answers of
+    `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen."""
     m = SolverMatrix.from_labeled(labeled_split)
+    search = None
+    if not exhaustive(m, params) and search_labeled is not None and search_labeled.height:
+        search = SolverMatrix.from_labeled(search_labeled)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
     study_points = pl.DataFrame()
     if summaries.height:
@@ -433,8 +485,11 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
     if study_points.height and verifier.kind != "gold" and "gold" in study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list():
         verifiers.append(Verifier("gold", source="gold labels"))
     rows = []
+    searches = []
     for v in verifiers:
-        for p in baseline_item_points(m, params, v):
+        baselines = baseline_item_points(m, params, v, search)
+        searches.append(baselines.search)
+        for p in baselines.points:
             if p.row["kind"] == "oracle" and v is not verifiers[0]:
                 continue  # one oracle
             rows.append(p.row)
@@ -449,16 +504,32 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
                 values.items[task] = sorted(mine.filter(pl.col("dataset") == task)["item_id"].unique().to_list())
         values.add_outcomes(mine)
     frontier = aggregate(points)
-    cis = [values.interval(_key(r)) for r in frontier.select(POINT_KEYS).iter_rows(named=True)]
+    mask = np.zeros(frontier.height, dtype=bool)
+    for task, verdicts_of in frontier.select("dataset", "verifier").unique().iter_rows():
+        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task) & (frontier["verifier"] == verdicts_of)).to_numpy()
+        mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
+    frontier = frontier.with_columns(pl.Series("on_pareto", mask))
+    wanted = np.ones(frontier.height, dtype=bool) if searches[0]["exhaustive"] else reported_points(frontier)
+    cis = [values.interval(_key(r)) if want else (None,) * 4
+           for r, want in zip(frontier.select(POINT_KEYS).iter_rows(named=True), wanted, strict=True)]
     frontier = frontier.with_columns(
         pl.Series(name, [ci[i] for ci in cis], dtype=pl.Float64)
         for i, name in enumerate(["accuracy_ci_low", "accuracy_ci_high", "cost_ci_low", "cost_ci_high"])
     )
-    mask = np.zeros(frontier.height, dtype=bool)
-    for task, verdicts in frontier.select("dataset", "verifier").unique().iter_rows():
-        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task) & (frontier["verifier"] == verdicts)).to_numpy()
-        mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
-    frontier = frontier.with_columns(pl.Series("on_pareto", mask))
-    order = [c for c in frontier.columns if c not in ("dataset", "verifier")] + ["dataset", "verifier"]
+    order = [c for c in frontier.columns if c not in ("on_pareto", "dataset", "verifier")] + ["on_pareto", "dataset", "verifier"]
     frontier = frontier.select(order)
-    return frontier, summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name)
+    summary = summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name)
+    search_report = dict(searches[0])
+    for v, extra in zip(verifiers[1:], searches[1:], strict=True):
+        search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}
+    return frontier, {**summary, "search": search_report}
+
+
+def reported_points(frontier: pl.DataFrame) -> np.ndarray:
+    """The rows whose intervals are reported: the Pareto set, the oracles and each method's
+    best-accuracy point (the cheapest among the most accurate, ties all)."""
+    keys = [k for k in POINT_KEYS if k not in ("operating_point",)]
+    top = pl.col("accuracy").max().over(keys)
+    cheapest_top = pl.when(pl.col("accuracy") == top).then(pl.col("cost_per_item_usd")).min().over(keys)
+    best = (pl.col("accuracy") == top) & (pl.col("cost_per_item_usd") == cheapest_top)
+    return frontier.select(pl.col("on_pareto") | (pl.col("kind") == "oracle") | best).to_series().to_numpy()
