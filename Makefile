@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make repro   create .venv, install the project (CPU torch), run `dvc repro` on params.yaml
-#   make test    create .venv, install the project with test extras, run the test suite
+#   make test    create .venv, install the project with test extras, run the test suite (2 workers)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -39,8 +39,10 @@ setup-dev: $(VENV)/.dev
 repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
+# TEST_WORKERS: pytest-xdist processes (tests/conftest.py keeps each module and each shared DAG on one)
+TEST_WORKERS ?= 2
 test: setup-dev
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # One real-answers experiment through the one DAG: make experiment NAME=routellm_gsm8k
 experiment:

@@ -1,18 +1,33 @@
-"""Shared fixtures: the repository root, the shared data folder, and throw-away DVC projects."""
+"""Shared fixtures: the repository root, the shared data folder, throw-away DVC projects, and the
+smoke DAG that the end-to-end checks share.
+
+Tiers and markers (README): `slow` tests run DVC stages, servers or real models; `processes`
+tests spawn processes and wait on them (kills, locks, servers) and are slow too; `-m "not slow"`
+is the fast unit tier. Under pytest-xdist (`make test`: `-n 2`) `pytest_xdist_make_scheduler`
+below keeps each module on one worker (its module fixtures are built once) and every test of a
+session DAG (`smoke_dag`, `replayed_dag`) on one worker, so each DAG is reproduced once per run.
+"""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+# MLflow's telemetry thread can delete a variable from os.environ while this process iterates it
+# (env_with_venv, requests): see delegation_lab.tracking. Off for the tests and every child.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -54,8 +69,52 @@ def run(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.Compl
     return proc
 
 
+def stage_here(root: Path, stage: str, *args: str) -> subprocess.CompletedProcess:
+    """`python stages/<stage>.py ARGS` in `root`, run in this process (as `__main__`, so exactly the
+    script's path): its exit code, stdout and stderr. A stage subprocess spends ~5 CPU seconds on
+    imports this process has made already. torch's thread count and determinism, which a stage
+    sets for itself, are restored afterwards."""
+    import contextlib
+    import io
+    import runpy
+
+    import torch
+
+    script, out, err = str(REPO / "stages" / f"{stage}.py"), io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    determinism = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    cwd, argv, code = Path.cwd(), sys.argv, 0
+    try:
+        os.chdir(root)
+        sys.argv = [script, *args, "--no-progress"]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    finally:
+        os.chdir(cwd)
+        sys.argv = argv
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(determinism[0], warn_only=determinism[1])
+    return subprocess.CompletedProcess([sys.executable, script, *args], code, out.getvalue(), err.getvalue())
+
+
+_TEMPLATES: dict[str | None, Path] = {}
+
+
 def make_project(dest: Path, profile: str | None = "smoke") -> Path:
-    """A fresh git + DVC project holding this repository's pipeline, optionally with a profile."""
+    """A fresh git + DVC project holding this repository's pipeline, optionally with a profile
+    (copied from one built per process and profile: `git init`, `dvc init` and the profile cost
+    seconds of CPU each time)."""
+    if profile not in _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="dlab-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _TEMPLATES[profile] = _build_project(folder / "p", profile)
+    shutil.copytree(_TEMPLATES[profile], dest, symlinks=True, dirs_exist_ok=True)
+    return dest
+
+
+def _build_project(dest: Path, profile: str | None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         src = REPO / name
@@ -79,16 +138,127 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
 
 
+def copy_project(project: Path, dest: Path) -> Path:
+    """A copy of a built project to change: its outputs, dvc.lock and DVC cache come along, so
+    `dvc repro` there reruns only what the change touches. Its MLflow store stays behind (the
+    store's experiments name the original's artifact folder): a stage run in the copy starts one."""
+    shutil.copytree(project, dest, symlinks=True,
+                    ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", "mlruns", "__pycache__"))
+    return dest
+
+
+def ran(output: str) -> set[str]:
+    """The stages a `dvc repro` output says it ran."""
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def upstream(project: Path, target: str) -> set[str]:
+    """The stages `dvc repro <target>` runs in a fresh project: the target and all it depends on
+    (a dry, forced repro: nothing runs, nothing is written)."""
+    return ran(run([str(BIN / "dvc"), "repro", "--dry", "--force", target], project).stdout)
+
+
+DAG_TIMEOUT_S = 2400
+"""The test that first asks for a session DAG reproduces it in its set-up (5 CPU minutes; a loaded
+machine stretches that several times)."""
+
+
+def _reproduced(project: Path) -> tuple[Path, str]:
+    run([str(BIN / "dlab"), "params", "check"], project)
+    return project, run([str(BIN / "dvc"), "repro"], project, timeout=DAG_TIMEOUT_S).stdout
+
+
+def _unchanged(project: Path) -> None:
+    """The shared projects are read-only: a test that changed one would have skewed the others."""
+    status = run([str(BIN / "dvc"), "status"], project).stdout
+    assert "changed" not in status and "modified" not in status and "deleted" not in status, (
+        f"a test changed the shared project {project} (change a copy_project copy instead):\n{status}")
+
+
 @pytest.fixture(scope="session")
-def replayed_dag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def smoke_dag(tmp_path_factory: pytest.TempPathFactory):
+    """The whole DAG on the smoke profile, `dvc repro` once per session, and that command's output:
+    every stage's end-to-end checks read it. Never change it: copy_project it first."""
+    project, out = _reproduced(make_project(tmp_path_factory.mktemp("smoke_dag") / "p"))
+    yield project, out
+    _unchanged(project)
+
+
+@pytest.fixture(scope="session")
+def replayed_dag(tmp_path_factory: pytest.TempPathFactory):
     """The whole smoke DAG run once on a replayed folder (tests/test_replay_any_dataset.py's
-    project) and its `dvc repro` output, shared by the tests that only read its results (the
-    DAG takes about two minutes)."""
+    project) and its `dvc repro` output, shared by the tests that only read its results."""
     from tests.test_replay_any_dataset import replay_project
 
-    project = replay_project(tmp_path_factory.mktemp("replayed_dag") / "p")
-    run([str(BIN / "dlab"), "params", "check"], project)
-    return project, run([str(BIN / "dvc"), "repro"], project, timeout=2400).stdout
+    project, out = _reproduced(replay_project(tmp_path_factory.mktemp("replayed_dag") / "p"))
+    yield project, out
+    _unchanged(project)
+
+
+SESSION_DAGS = ("smoke_dag", "replayed_dag")
+GROUPS_ENV = "DLAB_TEST_GROUPS"  # the file where xdist workers leave each test's group for the scheduler
+
+
+def test_group(item: pytest.Item) -> str:
+    """The worker unit a test belongs to: its session DAG, else its module."""
+    dags = [name for name in SESSION_DAGS if name in item.fixturenames]
+    return dags[0] if dags else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: `processes` must already imply `slow`
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`processes` implies `slow`; a session DAG test gets DAG_TIMEOUT_S (it may build the DAG); an
+    xdist worker writes every test's group for the scheduler below."""
+    for item in items:
+        if item.get_closest_marker("processes") is not None:
+            item.add_marker(pytest.mark.slow)
+        if test_group(item) in SESSION_DAGS and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(DAG_TIMEOUT_S))
+    path = os.environ.get(GROUPS_ENV)
+    if path and hasattr(config, "workerinput"):
+        mine = Path(f"{path}.{config.workerinput['workerid']}")
+        mine.write_text(json.dumps({item.nodeid: test_group(item) for item in items}))
+        mine.replace(path)  # every worker collects the same tests: whichever lands last is as good
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _child_config[:] = [config]
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):  # the xdist controller
+        folder = tempfile.mkdtemp(prefix="dlab-test-groups-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        os.environ[GROUPS_ENV] = str(Path(folder) / "groups.json")  # the workers it starts inherit it
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`-n N` (xdist's `load` distribution): each module's tests on one worker (its module fixtures
+    are built once), each session DAG's tests on one worker (the DAG is reproduced once), the DAG
+    units first (they are the longest). xdist's own `loadgroup` cannot do it with pytest 9.2: the
+    group suffix it writes into the node id no longer lands (pytest-xdist#1386)."""
+    if config.getvalue("dist") != "load":
+        return None  # an explicit --dist keeps xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                try:
+                    self.groups = json.loads(Path(os.environ[GROUPS_ENV]).read_text())
+                except (KeyError, OSError, ValueError):
+                    self.groups = {}  # modules only
+            return self.groups.get(nodeid, nodeid.split("::")[0])
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:
+                self.ordered = True
+                for scope in sorted(self.workqueue, key=lambda s: s not in SESSION_DAGS):  # stable
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
+
+    return GroupScheduling(config, log)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +266,7 @@ def replayed_dag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 # code fails that one test, naming the signal and the CPU's SIMD flags, instead of ending the run.
 
 CHILD_REPORTS = "DLAB_TEST_CHILD_REPORTS"  # set in the child: where it writes its test reports
-CHILD_TIMEOUT_S = 1800
+CHILD_TIMEOUT_S = 840  # under the per-test timeout (pyproject: 900 s), so this names the child's fate first
 
 
 def cpu_simd_flags() -> str:
@@ -136,6 +306,8 @@ def _run_in_child(item: pytest.Item) -> list[pytest.TestReport]:
         reports_file = Path(tmp) / "reports.jsonl"
         env = {**os.environ, CHILD_REPORTS: str(reports_file)}
         cmd = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider", "--no-header"]
+        if config.pluginmanager.hasplugin("xdist"):
+            cmd += ["-n", "0"]  # the child runs this one test itself, whatever PYTEST_ADDOPTS asks
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=config.rootpath, env=env, capture_output=True, text=True,
@@ -171,7 +343,3 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _child_config: list[pytest.Config] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    _child_config[:] = [config]

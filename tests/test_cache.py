@@ -81,6 +81,7 @@ def test_a_changed_prompt_setting_gets_new_answers(tmp_path: Path):
     assert pl.read_parquet(tmp_path / "X.parquet").height == 40  # old answers kept, keyed by their hash
 
 
+@pytest.mark.processes
 def test_sigkill_mid_run_then_resume(tmp_path: Path):
     project = make_project(tmp_path / "p")
     raw = yaml.safe_load((project / "params.yaml").read_text())
@@ -93,8 +94,8 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path):
     journal = project / "data" / ".journal" / "A"
     proc = subprocess.Popen([str(BIN / "python"), "stages/solve.py", "--solver", "A"], cwd=project, env=env_with_venv(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while time.time() < deadline and len(list(journal.glob("part-*.parquet"))) < 4:
+    deadline = time.monotonic() + 300  # generous: stage start-up is slow on a loaded machine
+    while time.monotonic() < deadline and len(list(journal.glob("part-*.parquet"))) < 4 and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -116,6 +117,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path):
     assert not journal.exists()
 
 
+@pytest.mark.processes
 def test_fill_holds_a_lock_that_a_killed_holder_never_leaves_stale(tmp_path: Path):
     solver = solver_with(FlakyBackend(set()))
     requests = [solver.request(i) for i in ITEMS[:5]]

@@ -1,5 +1,6 @@
-"""End to end: `dvc repro coordinator` on the smoke profile (every output contract, MLflow children,
-the frontier reading our summaries) and on RouteLLM's real GSM8K answers replayed (two solvers)."""
+"""End to end: the smoke DAG's `coordinator` stage (the session's `smoke_dag`: every output contract,
+MLflow children, the frontier reading our summaries) and `dvc repro coordinator` on RouteLLM's real
+GSM8K answers replayed (two solvers)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,9 @@ MIX = "mistralai/Mixtral-8x7B-Instruct-v0.1"
 GPT = "gpt-4-1106-preview"
 
 
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory) -> tuple[Path, str]:
-    project = make_project(tmp_path_factory.mktemp("coordinator") / "p")
-    out = run([str(BIN / "dvc"), "repro", "coordinator"], project).stdout
-    return project, out
+@pytest.fixture
+def smoke(smoke_dag) -> tuple[Path, str]:
+    return smoke_dag
 
 
 @pytest.mark.slow
@@ -100,8 +99,7 @@ def test_smoke_repro_writes_every_output(smoke):
     points = min(episodes, params.get("mlflow_points", 200), cap)  # curves are downsampled to at most the cap
     assert len(history) == points and "eval/accuracy" in child.data.metrics
 
-    # the frontier stage puts our held-out points beside the solver baselines
-    run([str(BIN / "python"), "stages/frontier.py"], project)
+    # the frontier stage (the DAG ran it on this stage's summaries) puts our held-out points beside the solver baselines
     frontier = pl.read_parquet(project / "results" / "frontier.parquet")
     ours = frontier.filter(pl.col("study") == "coordinator")
     assert {"management.dqn_map", "delegation.dqn_map", "delegation.mgmt_policy"} <= set(ours["method"])

@@ -1,12 +1,10 @@
-"""The `credit` stage end to end on the smoke profile: metrics with the paper's figures beside ours,
+"""The `credit` stage end to end on the smoke profile (the session's `smoke_dag`): metrics with the paper's figures beside ours,
 summaries for the frontier (their own dataset), trajectories with per-agent credit, the replayed
 credit table, plots, the MLflow experiment; bad params fail before any work."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -19,7 +17,7 @@ from delegation_lab.paper import paper_vs_ours
 from delegation_lab.schemas import SUMMARY_SCHEMA
 from delegation_lab.store import connect
 
-from .conftest import BIN, REPO, make_project, run
+from .conftest import BIN, REPO, run, stage_here
 
 SMOKE_METHODS = ["single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
                  "sharp_team_norm", "sharp_p0.5"]
@@ -31,23 +29,12 @@ def smoke_params(**credit) -> dict:
     return raw
 
 
-def run_stage(root: Path, raw: dict, timeout: int = 300) -> subprocess.CompletedProcess:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "params.yaml").write_text(yaml.safe_dump(raw))
-    return subprocess.run([sys.executable, str(REPO / "stages" / "credit.py")], cwd=root, capture_output=True,
-                          text=True, timeout=timeout,
-                          env={"PYTHONPATH": str(REPO / "src"), "DLAB_NO_PROGRESS": "1", "PATH": f"{BIN}:/usr/bin:/bin",
-                               "HOME": str(root)})
+@pytest.fixture
+def stage_root(smoke_dag) -> Path:
+    return smoke_dag[0]  # the session's smoke DAG ran the stage on these params (params.yaml + smoke)
 
 
-@pytest.fixture(scope="module")
-def stage_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("credit_stage")
-    proc = run_stage(root, smoke_params())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root
-
-
+@pytest.mark.slow
 def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
     m = json.loads((stage_root / "metrics" / "credit.json").read_text())
     for method in SMOKE_METHODS:
@@ -93,6 +80,7 @@ def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
     assert m["replay"]["matched_rows"] == m["replay"]["agent_rows"] > 0
 
 
+@pytest.mark.slow
 def test_summaries_are_on_their_own_dataset(stage_root):
     s = pl.read_parquet(stage_root / "results" / "summaries" / "credit.parquet")
     assert list(s.columns) == list(SUMMARY_SCHEMA)
@@ -117,6 +105,7 @@ def test_summaries_are_on_their_own_dataset(stage_root):
     assert out["item_id"][0].startswith("mhq-test-")
 
 
+@pytest.mark.slow
 def test_trajectories_carry_per_agent_credit_and_the_credit_view_shows_it(stage_root):
     con = connect(Layout(stage_root))
     try:
@@ -136,6 +125,7 @@ def test_trajectories_carry_per_agent_credit_and_the_credit_view_shows_it(stage_
     assert set(credit["role"]) == {"planner", "worker"}
 
 
+@pytest.mark.slow
 def test_plots_and_mlflow(stage_root):
     plots = stage_root / "plots" / "credit"
     for name in ("heldout_accuracy.csv", "train_accuracy.csv", "methods.csv", "p_sweep.csv",
@@ -155,6 +145,7 @@ def test_plots_and_mlflow(stage_root):
     assert len(client.get_metric_history(child.info.run_id, "train/accuracy")) == 12
 
 
+@pytest.mark.slow
 def test_the_frontier_keeps_the_simulated_task_apart(stage_root):
     """credit's rows name their own dataset: they get their own Pareto set and never enter the cached
     answers' frontier, its methods summary or its picture."""
@@ -187,16 +178,16 @@ def test_the_frontier_keeps_the_simulated_task_apart(stage_root):
     ({"device": "cuda:7"}, 1, "credit.device"),
 ])
 def test_bad_params_fail_before_any_work(tmp_path, credit, code, message):
-    proc = run_stage(tmp_path, smoke_params(**credit), timeout=120)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(smoke_params(**credit)))
+    proc = stage_here(tmp_path, "credit")
     assert proc.returncode == code, proc.stderr
     assert message in proc.stderr
     assert not (tmp_path / "metrics").exists() and not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow
-def test_dvc_repro_credit_on_the_smoke_profile(tmp_path):
-    project = make_project(tmp_path / "project")
-    run([str(BIN / "dvc"), "repro", "credit"], project)
+def test_dvc_repro_credit_on_the_smoke_profile(smoke_dag):
+    project, _ = smoke_dag  # the session's smoke DAG ran `credit`
     m = json.loads((project / "metrics" / "credit.json").read_text())
     assert m["sharp"]["n_seeds"] == 2 and "p=0.5" in m["p_sweep"]
     status = run([str(BIN / "dvc"), "status", "credit"], project)

@@ -28,7 +28,7 @@ ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 PAGES = {"frontier": "", "studies": f"studies?study={STUDY}", "trajectories": "trajectories", "compare": "compare", "paper": "paper"}
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes  # a streamlit server and Chromium
 
 
 def chromium_path() -> str:

@@ -10,13 +10,12 @@ import polars as pl
 import pytest
 import yaml
 
-from .conftest import BIN, REPO, make_project, run
+from .conftest import BIN, REPO, run
 
 
 @pytest.mark.slow
-def test_full_dag_on_the_smoke_profile(tmp_path):
-    project = make_project(tmp_path / "p")
-    out = run([str(BIN / "dvc"), "repro"], project, timeout=1800).stdout
+def test_full_dag_on_the_smoke_profile(smoke_dag):
+    project, out = smoke_dag  # the session's `dvc repro` of the whole DAG in a fresh project
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     expected = {f"solve@{s}" for s in "ABC"} | {name for name in stages if name != "solve"}
     assert set(re.findall(r"Running stage '([^']+)'", out)) == expected

@@ -157,14 +157,14 @@ def test_every_reported_value_comes_with_a_subgame_perfect_profile(seed, n_state
 
 def test_three_steps_two_states_finish_in_seconds_and_large_games_fail_fast():
     game = random_game(5, 2, 3)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine stretches wall time, not these
     solve(game)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     big = compile_game(parse_game_spec(random_game_spec(1, n_states=3, horizon=5, n_actions=3, max_support=3, indifference=0.6)))
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(GameTooLarge, match=r"game too large: step \d, state s\d needs .* continuation combinations .*limit 20,000.*Algorithm 1 would enumerate ~10\^"):
         solve_history(big, max_combinations=20_000)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
 
 
 def test_discounting_and_exact_fractions():

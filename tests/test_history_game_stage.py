@@ -1,5 +1,6 @@
-"""history_game: the stage — bad input fails before any work; `dvc repro history_game` on the smoke
-profile writes metrics (paper beside ours), plots, trajectories and the MLflow experiment."""
+"""history_game: the stage — bad input fails before any work; the smoke DAG's `history_game` stage
+(the session's `smoke_dag`) writes metrics (paper beside ours), plots, trajectories and the MLflow
+experiment."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ import yaml
 
 from delegation_lab.paper import paper_vs_ours
 
-from .conftest import BIN, REPO, make_project, run
+from .conftest import BIN, REPO, run, stage_here, upstream
 
 RAW = yaml.safe_load((REPO / "params.yaml").read_text())
-STAGE = str(REPO / "stages" / "history_game.py")
 
 
 def stage_in(tmp_path: Path, section: dict) -> tuple[int, str]:
@@ -24,7 +24,7 @@ def stage_in(tmp_path: Path, section: dict) -> tuple[int, str]:
     raw["history_game"] = section
     raw["tracking"] = {"enabled": False}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    proc = run([str(BIN / "python"), STAGE], tmp_path, check=False)
+    proc = stage_here(tmp_path, "history_game")
     return proc.returncode, proc.stderr
 
 
@@ -44,10 +44,9 @@ def test_bad_specs_fail_before_any_work(tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
-def repro(tmp_path_factory) -> Path:
-    project = make_project(tmp_path_factory.mktemp("history_game") / "p")
-    out = run([str(BIN / "dvc"), "repro", "history_game"], project).stdout
-    assert "Running stage 'history_game'" in out and "Running stage 'prepare'" not in out  # no data deps
+def repro(smoke_dag) -> Path:
+    project, out = smoke_dag
+    assert "Running stage 'history_game'" in out and upstream(project, "history_game") == {"history_game"}  # no data deps
     return project
 
 

@@ -1,13 +1,9 @@
-"""MARGENT end to end: `dvc repro margent_eval` on the smoke profile, what it writes, what a ρ
-change reruns, and clear errors for bad params and unsupported input."""
+"""MARGENT end to end: the smoke DAG's margent stages (the session's `smoke_dag`), what they write,
+what a ρ change reruns, and clear errors for bad params and unsupported input."""
 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -24,11 +20,7 @@ from delegation_lab.paper import paper_vs_ours
 from delegation_lab.schemas import SUMMARY_SCHEMA
 from delegation_lab.sealed_query import run_query
 
-from .conftest import BIN, REPO, env_with_venv, make_project, run
-
-
-def ran(output: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", output))
+from .conftest import BIN, REPO, copy_project, ran, run, stage_here, upstream
 
 
 def test_bad_params_exit_2_naming_the_key(tmp_path):
@@ -37,8 +29,7 @@ def test_bad_params_exit_2_naming_the_key(tmp_path):
     raw["margent"]["distill"]["rho"] = [0, -2]
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(raw))
-    proc = subprocess.run([sys.executable, "stages/margent_collect.py", "--params", str(bad)], cwd=REPO,
-                          env=env_with_venv(), capture_output=True, text=True)
+    proc = stage_here(REPO, "margent_collect", "--params", str(bad))
     assert proc.returncode == 2
     assert "margent.collect.depth" in proc.stderr and "margent.distill.rho" in proc.stderr
     assert not (tmp_path / "results").exists()
@@ -53,18 +44,11 @@ def test_unsupported_dataset_and_too_few_items_are_input_errors():
         study.sample_pools(train, train, MargentParams().collect)
 
 
-@pytest.fixture(scope="module")
-def repro(tmp_path_factory) -> tuple[Path, str]:
-    project = make_project(tmp_path_factory.mktemp("margent") / "p")
-    out = run([str(BIN / "dvc"), "repro", "margent_eval"], project).stdout
-    return project, out
-
-
 @pytest.mark.slow
-def test_repro_writes_every_output(repro):
-    project, out = repro
+def test_repro_writes_every_output(smoke_dag):
+    project, _ = smoke_dag
     # margent_eval reads the shared verifier's measured rates (metrics/labels.json) for its rows' verifier name
-    assert ran(out) == {"prepare", "margent_collect", "margent_train", "margent_eval", "label", "solve@A", "solve@B", "solve@C"}
+    assert upstream(project, "margent_eval") == {"prepare", "margent_collect", "margent_train", "margent_eval", "label", "solve@A", "solve@B", "solve@C"}
     m = json.loads((project / "metrics" / "margent.json").read_text())
     for key in ("A0", "A1", "AD", "gain_at_1"):
         assert isinstance(m["table1"][key], float) and key in m["table1"]["paper"]
@@ -126,8 +110,8 @@ def test_repro_writes_every_output(repro):
 
 
 @pytest.mark.slow
-def test_changing_rho_reruns_only_training_and_evaluation(repro):
-    project, _ = repro
+def test_changing_rho_reruns_only_training_and_evaluation(smoke_dag, tmp_path):
+    project = copy_project(smoke_dag[0], tmp_path / "p")
     assert ran(run([str(BIN / "dvc"), "repro", "margent_eval"], project).stdout) == set()
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["margent"]["distill"]["rho"] = [0, 1, "all"]

@@ -1,5 +1,5 @@
-"""Stage `market`: bad input fails before any work; `dvc repro market` on the smoke profile writes
-every contract (slow)."""
+"""Stage `market`: bad input fails before any work; the smoke DAG's `market` stage (the session's
+`smoke_dag`) writes every contract (slow)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import yaml
 from delegation_lab.paper import paper_vs_ours
 from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 
-from .conftest import BIN, REPO, make_project, run
+from .conftest import BIN, REPO, run, stage_here
 
 RAW = yaml.safe_load((REPO / "params.yaml").read_text())
 
@@ -24,7 +24,7 @@ def run_stage(tmp_path: Path, mutate) -> tuple[int, str]:
     raw["tracking"]["enabled"] = False
     mutate(raw)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    proc = run([str(BIN / "python"), str(REPO / "stages" / "market.py")], tmp_path, check=False)
+    proc = stage_here(tmp_path, "market")
     assert not (tmp_path / "metrics").exists() and not (tmp_path / "results").exists(), "nothing may be written"
     return proc.returncode, proc.stderr
 
@@ -52,9 +52,8 @@ def test_unknown_solver_and_missing_labels_exit_1_before_any_work(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def repro(tmp_path_factory) -> Path:
-    project = make_project(tmp_path_factory.mktemp("market") / "p")
-    out = run([str(BIN / "dvc"), "repro", "market"], project).stdout
+def repro(smoke_dag) -> Path:
+    project, out = smoke_dag
     assert "Running stage 'market'" in out
     return project
 

@@ -1,9 +1,10 @@
-"""End to end: `dvc repro` of the data stages on the smoke profile in a throw-away project."""
+"""End to end: the data stages of the smoke DAG (the session's `smoke_dag`), and what a change reruns
+(in a copy)."""
 
 from __future__ import annotations
 
 import json
-import re
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -12,26 +13,15 @@ import yaml
 
 from delegation_lab.schemas import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
 
-from .conftest import BIN, make_project, run
+from .conftest import BIN, copy_project, ran, run, upstream
 
 STAGES = ["prepare", "solve@A", "solve@B", "solve@C", "label", "ability_map"]
 
 
-def ran(output: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", output))
-
-
-@pytest.fixture(scope="module")
-def repro_project(tmp_path_factory) -> tuple[Path, str]:
-    project = make_project(tmp_path_factory.mktemp("pipeline") / "p")
-    out = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
-    return project, out
-
-
 @pytest.mark.slow
-def test_repro_writes_every_contract(repro_project):
-    project, out = repro_project
-    assert ran(out) == set(STAGES)
+def test_repro_writes_every_contract(smoke_dag, tmp_path):
+    project, _ = smoke_dag
+    assert upstream(project, "ability_map") == set(STAGES)
     for split, n in {"ability": 200, "train": 800, "test": 300}.items():
         items = pl.read_parquet(project / "data" / "items" / f"{split}.parquet")
         assert items.height == n and list(items.columns) == list(ITEMS_SCHEMA)
@@ -65,7 +55,9 @@ def test_repro_writes_every_contract(repro_project):
     assert spec["content"]["encoding"]["color"]["field"] == "series"
     assert {row["series"] for row in spec["content"]["data"]["values"]} == {"A", "B", "C"}
 
-    run([str(BIN / "python"), "stages/frontier.py"], project)  # baselines only: no study has run here
+    # baselines only: the frontier in a copy where no study has run
+    project = Path(shutil.copytree(project, tmp_path / "p", ignore=shutil.ignore_patterns("results", "mlflow.db", "mlartifacts")))
+    run([str(BIN / "python"), "stages/frontier.py"], project)
     frontier = pl.read_parquet(project / "results" / "frontier.parquet")
     singles = {r["method"]: r["accuracy"] for r in frontier.filter(pl.col("kind") == "single").iter_rows(named=True)}
     test_acc = {s: solve[s]["accuracy_test"] for s in "ABC"}
@@ -78,8 +70,8 @@ def test_repro_writes_every_contract(repro_project):
 
 
 @pytest.mark.slow
-def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(repro_project):
-    project, _ = repro_project
+def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(smoke_dag, tmp_path):
+    project = copy_project(smoke_dag[0], tmp_path / "p")
     cache = project / "src" / "delegation_lab" / "data" / "__pycache__"  # as running Python leaves it
     cache.mkdir(exist_ok=True)
     (cache / "stale.cpython-311.pyc").write_bytes(b"\x00" * 16)
@@ -101,8 +93,8 @@ def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(repro_proje
 
 
 @pytest.mark.slow
-def test_label_stage_refuses_an_incomplete_cache(repro_project, tmp_path):
-    project, _ = repro_project
+def test_label_stage_refuses_an_incomplete_cache(smoke_dag, tmp_path):
+    project = copy_project(smoke_dag[0], tmp_path / "p")
     answers = pl.read_parquet(project / "data" / "answers" / "C.parquet")
     answers.head(100).write_parquet(project / "data" / "answers" / "C.parquet")
     proc = run([str(BIN / "python"), "stages/label.py"], project, check=False)

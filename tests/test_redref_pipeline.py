@@ -1,4 +1,5 @@
-"""End to end: `dvc repro redref` on the smoke profile, its outputs and contracts, and bad input."""
+"""End to end: the smoke DAG's `redref` stage (the session's `smoke_dag`), its outputs and contracts,
+and bad input."""
 
 from __future__ import annotations
 
@@ -14,14 +15,12 @@ import yaml
 from delegation_lab.paper import paper_vs_ours
 from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 
-from .conftest import BIN, make_project, run
+from .conftest import BIN, run, stage_here
 
 
-@pytest.fixture(scope="module")
-def redref_project(tmp_path_factory) -> tuple[Path, str]:
-    project = make_project(tmp_path_factory.mktemp("redref") / "p")
-    out = run([str(BIN / "dvc"), "repro", "redref"], project).stdout
-    return project, out
+@pytest.fixture
+def redref_project(smoke_dag) -> tuple[Path, str]:
+    return smoke_dag
 
 
 @pytest.mark.slow
@@ -108,16 +107,17 @@ def test_second_repro_is_a_noop(redref_project):
 def test_bad_params_and_missing_labels_fail_clearly(redref_project, tmp_path):
     project, _ = redref_project
     params = yaml.safe_load((project / "params.yaml").read_text())
+    bad_yaml = tmp_path / "bad.yaml"  # beside the shared project, which stays as the DAG left it
     bad = dict(params, redref={**params["redref"], "controller": {"max_depth": 0}})
-    (project / "bad.yaml").write_text(yaml.safe_dump(bad))
-    proc = run(["python", "stages/redref.py", "--params", "bad.yaml"], project, check=False)
+    bad_yaml.write_text(yaml.safe_dump(bad))
+    proc = stage_here(project, "redref", "--params", str(bad_yaml))
     assert proc.returncode == 2 and "redref.controller.max_depth" in proc.stderr
     bad = dict(params, redref={**params["redref"], "cached": {**params["redref"]["cached"], "solvers": ["A", "Q"]}})
-    (project / "bad.yaml").write_text(yaml.safe_dump(bad))
-    proc = run(["python", "stages/redref.py", "--params", "bad.yaml"], project, check=False)
+    bad_yaml.write_text(yaml.safe_dump(bad))
+    proc = stage_here(project, "redref", "--params", str(bad_yaml))
     assert proc.returncode == 1 and re.search(r"redref.cached.solvers: unknown solver\(s\) \['Q'\]", proc.stderr)
 
     copy = tmp_path / "nolabels"
     shutil.copytree(project, copy, ignore=shutil.ignore_patterns("labels.parquet", "mlflow.db"))
-    proc = run(["python", "stages/redref.py"], copy, check=False)
+    proc = stage_here(copy, "redref")
     assert proc.returncode == 1 and "labels.parquet" in proc.stderr and "Traceback" not in proc.stderr

@@ -39,7 +39,7 @@ def test_a_trickling_server_is_cut_at_timeout_s(server):
     elapsed = time.perf_counter() - start
     assert answer.error is not None and answer.error.startswith("timeout after 1 s"), answer.error
     assert "1 attempt" in answer.error and answer.cost_usd == 0.0
-    assert 0.9 <= elapsed < 2.5  # the ~30 s body was cut at the deadline
+    assert 0.9 <= elapsed < 15  # the ~30 s body was cut at the deadline (a busy machine adds seconds, not 15)
 
 
 def test_a_stuck_item_does_not_hold_up_the_journal_or_later_batches(server, tmp_path: Path):
@@ -71,14 +71,14 @@ def test_a_stuck_item_does_not_hold_up_the_journal_or_later_batches(server, tmp_
 
 
 def test_retry_after_waits_overlap_instead_of_adding_up(server, tmp_path: Path):
-    """Each item's first attempt gets 429 + Retry-After: 1. Batches of 2 used to wait 1 s each in
-    turn (six batches, > 6 s); streamed, the waits overlap."""
+    """Each item's first attempt gets 429 + Retry-After: 3. Batches of 2 used to wait 3 s each in
+    turn (six batches, > 18 s); streamed, the waits overlap (~3 s, a busy machine adds a few)."""
     items = generate(ArithParams(), 12, seed=23)
-    server.mode, server.status, server.fail_first, server.retry_after = "status", 429, 12, "1"
+    server.mode, server.status, server.fail_first, server.retry_after = "status", 429, 12, "3"
     solver = make_solver(server.url, concurrency=4, max_retries=2)
     cache = AnswerCache(tmp_path / "answers.parquet", tmp_path / "journal")
     start = time.perf_counter()
     run = cache.fill(solver, [solver.request(i) for i in items], batch_size=2, progress=False)
     elapsed = time.perf_counter() - start
     assert run.errors == 0 and run.answered == 12 and server.calls == 24
-    assert elapsed < 4.0, elapsed
+    assert elapsed < 12.0, elapsed

@@ -19,7 +19,7 @@ from delegation_lab.routers.params import ALL_ROUTERS, RoutersParams
 from delegation_lab.routers.study import RoutingData, carve_dev, fit_router, run_study, summary_rows
 from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 
-from .conftest import BIN, REPO, make_project, run
+from .conftest import BIN, REPO, run
 
 SOLVERS = ["A", "B", "C"]
 
@@ -183,11 +183,9 @@ def test_saved_router_reloads_and_routes_identically(study, tmp_path):
 # ------------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def routers_project(tmp_path_factory) -> Path:
-    project = make_project(tmp_path_factory.mktemp("routers") / "p")
-    run([str(BIN / "dvc"), "repro", "routers"], project)
-    return project
+@pytest.fixture
+def routers_project(smoke_dag) -> Path:
+    return smoke_dag[0]  # the session's smoke DAG ran `routers`
 
 
 @pytest.mark.slow

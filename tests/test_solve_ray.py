@@ -34,7 +34,7 @@ from .test_backend_openai_compat import FakeServer
 from .test_solve_stage import stage_in
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.processes]  # a local Ray cluster's processes; drivers and actors killed
 
 PRICE = {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 3.0}
 ROW_COLUMNS = ["solver", "item_id", "request_hash", "role", "backend", "model", "answer_text", "parsed_answer",

@@ -103,6 +103,7 @@ def test_min_success_share_sets_the_bar_for_a_partial_run(server, tmp_path, caps
         assert "3 error rows kept; rerun with --retry-errors" in captured.out
 
 
+@pytest.mark.processes
 def test_two_processes_filling_one_cache_pay_for_each_item_once(server, tmp_path):
     server.hold = threading.Event()  # the first process's first request waits until released
     project = write_project(tmp_path / "p", server.url, per_split=2)
@@ -141,7 +142,7 @@ def test_two_processes_filling_one_cache_pay_for_each_item_once(server, tmp_path
     assert (second["backend_calls"], second["cached"], second["answered"]) == (0, 6, 6)
 
 
-
+@pytest.mark.processes
 def test_a_run_killed_while_one_request_hangs_keeps_every_completed_answer(server, tmp_path):
     server.hold = threading.Event()  # call 1 hangs until released; the other five answer at once
     project = write_project(tmp_path / "p", server.url, per_split=2)

@@ -119,6 +119,7 @@ def start_hanging_stage(root: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.processes
 def test_runs_of_a_killed_stage_are_marked_failed_and_never_compared(tmp_path: Path):
     tracker = Tracker(TrackingParams(uri="sqlite:///mlflow.db", keep_runs=10), root=tmp_path)  # no replacing here
     with tracker.stage_run("study", "stage") as stage, stage.child("m", seed=0) as child:
@@ -308,6 +309,23 @@ def test_a_stage_rerun_replaces_its_runs_and_prune_keeps_the_newest(tracker: Tra
     rows = connect_sqlite(tracker).execute("SELECT count(*) FROM metrics").fetchone()[0]
     assert rows == 4 * (30 + 1)  # four children x (a 30-point curve + one final); parents log none
     assert len(tracker.prune("study", keep=1)) == 1 and len(runs()) == 3
+
+
+def test_a_rerun_replaces_only_the_runs_of_its_own_dvc_experiment(tracker: Tracker, monkeypatch):
+    """`dvc queue start -j 2` runs the same stage for two experiments: each keeps its run."""
+    def stage_run(exp_name: str) -> None:
+        monkeypatch.setenv("DVC_EXP_NAME", exp_name)
+        with tracker.stage_run("data", "solve@A", {"skill": exp_name}):
+            pass
+
+    def names() -> list[str]:
+        found = tracker.client.get_experiment_by_name("data")
+        return sorted(r.data.tags["dvc_exp_name"] for r in tracker.client.search_runs([found.experiment_id], run_view_type=3))
+
+    for exp_name in ("skill-a", "skill-b", "skill-a", ""):
+        stage_run(exp_name)
+    assert names() == ["", "skill-a", "skill-b"]  # skill-a's rerun replaced its first run only
+    assert len(tracker.prune("data", keep=1)) == 2 and len(names()) == 1  # `dlab runs prune`: per stage
 
 
 def connect_sqlite(tracker: Tracker):

@@ -93,7 +93,7 @@ class TrackingParams(ParamsModel):
     series_points: int = Field(30, ge=2)
     """Most points per logged curve (means over equal runs of steps, each at its last step); the full curves are each run's `curves.parquet` artifact. 30 keeps the default DAG's store well under 50 MB (50 gave 50.5 MB)."""
     keep_runs: int = Field(1, ge=1)
-    """Runs of a stage kept in the store: a stage run that finishes hard-deletes its stage's older runs (and their children); `dlab runs prune` does it for every stage."""
+    """Runs of a stage kept in the store: a stage run that finishes hard-deletes the older runs of its stage and DVC experiment (and their children; other `dvc exp` experiments keep theirs); `dlab runs prune` does it for every stage."""
 
 
 class ProjectParams(ParamsModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from delegation_lab.errors import InputError
+import delegation_lab.tracking  # noqa: F401  (importing it turns MLflow's telemetry off before mlflow loads)
 
 
 def compare_runs(tracking_uri: str, study: str, metrics: list[str] | None = None) -> pl.DataFrame:

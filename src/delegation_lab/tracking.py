@@ -13,8 +13,10 @@ host, or of a live process here (a concurrent `dvc exp run`), is left alone.
 The store stays small: a logged curve keeps at most `tracking.series_points` points (means over
 equal runs of consecutive values, each at the step of its run's last value), the full curves go to
 one Parquet artifact per run (`curves.parquet`: key, step, value), and a stage's run that finishes
-replaces its older runs (`tracking.keep_runs` newest kept, children included, hard-deleted; the
-sqlite file is vacuumed). `dlab runs prune` does the same for every stage of the store.
+replaces its older runs of the same DVC experiment (`tracking.keep_runs` newest kept, children
+included, hard-deleted; the sqlite file is vacuumed): the runs of other `dvc exp` experiments stay
+to be compared. `dlab runs prune` does the same for every stage of the store. Behind a server
+(`dlab tracking serve`) the REST API can only soft-delete; `mlflow gc` purges those.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ import numpy as np
 from delegation_lab.config import TrackingParams
 from delegation_lab.flatten import flatten, is_number
 from delegation_lab.hashing import stable_hash
+
+# MLflow's telemetry thread fetches a config from the internet at import and, when that fails,
+# deletes _MLFLOW_TELEMETRY_SESSION_ID from os.environ while the main thread may be iterating it
+# (requests' proxy lookup on every REST call): a KeyError that fails a stage under load. Off before
+# any mlflow import here; child processes (the `mlflow server` of `dlab tracking serve`) inherit it.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 EXPS_TMP = os.sep + os.path.join(".dvc", "tmp", "exps") + os.sep
 MAX_BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
@@ -345,19 +353,26 @@ class Tracker:
             status = "FINISHED"
         finally:
             self.client.set_terminated(run.run_id, status=status)
-        self.prune(study, stage, self.params.keep_runs)  # the finished run replaces the older ones
+        # the finished run replaces the older ones of its own DVC experiment
+        self.prune(study, stage, self.params.keep_runs, experiment=tags["dvc_exp_name"])
 
-    def prune(self, study: str, stage: str | None = None, keep: int = 1) -> list[str]:
+    def prune(self, study: str, stage: str | None = None, keep: int = 1, experiment: str | None = None) -> list[str]:
         """Hard-delete all but the `keep` newest runs of each stage of `study` (every stage, or
-        `stage`), their children with them; a RUNNING run is never touched. Returns the deleted
-        parent run ids; a sqlite store is vacuumed after a deletion."""
+        `stage`; only the runs of DVC experiment `experiment` when given, "" for the workspace's),
+        their children with them; a RUNNING run is never touched. Returns the deleted parent run
+        ids; a sqlite store is vacuumed after a deletion. A server's store (http URI) only
+        soft-deletes: MLflow's REST API has no hard delete."""
         found = self.client.get_experiment_by_name(study) if self.params.enabled else None
         if found is None:
             return []
         # the stage's own runs only (a stage run's end must not read every child run of the store)
         where = f"tags.stage = '{stage}'" if stage is not None else ""
         parents = [r for r in self.client.search_runs([found.experiment_id], where, max_results=50_000, run_view_type=3)
-                   if "mlflow.parentRunId" not in r.data.tags and "stage" in r.data.tags]  # ViewType.ALL
+                   if "mlflow.parentRunId" not in r.data.tags and "stage" in r.data.tags  # ViewType.ALL
+                   and (experiment is None or r.data.tags.get("dvc_exp_name", "") == experiment)]
+        served = self.uri.startswith(("http://", "https://"))  # MLflow's REST API has no hard delete
+        if served:  # runs soft-deleted before are gone from every view but ALL: not deleted again
+            parents = [r for r in parents if r.info.lifecycle_stage != "deleted"]
         doomed: list[str] = []
         for name in {r.data.tags["stage"] for r in parents}:
             mine = sorted((r for r in parents if r.data.tags["stage"] == name), key=lambda r: r.info.start_time, reverse=True)
@@ -366,9 +381,12 @@ class Tracker:
             return []
         children = [r.info.run_id for parent in doomed for r in self.client.search_runs(
             [found.experiment_id], f"tags.mlflow.parentRunId = '{parent}'", max_results=50_000, run_view_type=3)]
-        store = self._store()
+        store = None if served else self._store()
         for run_id in children + doomed:
-            store._hard_delete_run(run_id)
+            if store is None:
+                self.client.delete_run(run_id)
+            else:
+                store._hard_delete_run(run_id)
         if self.uri.startswith("sqlite:///"):
             import sqlite3
 
