@@ -36,7 +36,7 @@ from delegation_lab.config import CascadeNoise, FrontierParams
 from delegation_lab.evaluation.verifier import Verifier
 
 if TYPE_CHECKING:
-    from delegation_lab.frontier import SolverMatrix
+    from delegation_lab.frontier_baselines import SolverMatrix
 
 
 @dataclass(frozen=True)
