@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.credit.params import CreditParams
@@ -126,8 +126,11 @@ class CascadeNoise(ParamsModel):
     beam x solvers x (max_length - 1) cascades are tried."""
     search_split: Literal["ability", "train", "test"] = "train"
     """Split the cascade search scores its candidates on (above `frontier.exhaustive_limit`); the
-    cascades it keeps (those not dominated there) are then measured on `frontier.split`. A split other
-    than `frontier.split` keeps the best-of-many choice from flattering the reported points."""
+    cascades it keeps (those not dominated there) are then measured on `frontier.split`. It must not
+    be `frontier.split` (an error): the best of many cascades chosen on the items it is reported on
+    would flatter the reported points. `train` by default: labeled for every solver, disjoint from
+    the held-out `test`, the items every study learns on (what a deployer chooses with), and larger
+    than `ability` (the ability map's sample). Its solvers must be those of `frontier.split`."""
 
 
 class FrontierParams(ParamsModel):
@@ -146,6 +149,13 @@ class FrontierParams(ParamsModel):
     only on the Pareto set and each method's best point (others null)."""
     cpt_levels: list[float] = [0.5, 0.8]
     """PGR levels for RouteLLM's call-performance thresholds CPT(x)."""
+
+    @model_validator(mode="after")
+    def _search_elsewhere(self) -> FrontierParams:
+        if self.cascade.search_split == self.split:
+            raise ValueError(f"cascade.search_split {self.split!r} is frontier.split too: cascades chosen on the items "
+                             "they are reported on look better than they are; set frontier.cascade.search_split to another split")
+        return self
 
 
 # --------------------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ from delegation_lab.frontier_baselines import (  # noqa: F401 - re-exported: the
     baseline_item_points,
     baseline_points,
     cascade_outcome,
+    search_matrix,
 )
 from delegation_lab.frontier_cascades import exhaustive, pareto_layers
 from delegation_lab.frontier_curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
@@ -269,9 +270,7 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
     `params.exhaustive_limit` their cascades are searched on `search_labeled` (the labeled answers of
     `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen."""
     m = SolverMatrix.from_labeled(labeled_split)
-    search = None
-    if not exhaustive(m, params) and search_labeled is not None and search_labeled.height:
-        search = SolverMatrix.from_labeled(search_labeled)
+    search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
     study_points = pl.DataFrame()
     if summaries.height:

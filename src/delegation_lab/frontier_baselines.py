@@ -101,6 +101,29 @@ def mixture_pairs(m: SolverMatrix, every_pair: bool) -> list[tuple[int, int]]:
     return sorted(tuple(sorted(pair)) for pair in itertools.pairwise(vertices))
 
 
+def search_split_error(m: SolverMatrix, params: FrontierParams, problem: str) -> ConfigError:
+    return ConfigError("params.yaml", [
+        f"frontier.cascade.search_split: {len(m.solvers)} solvers give more than frontier.exhaustive_limit="
+        f"{params.exhaustive_limit} cascades, so they are searched on split {params.cascade.search_split!r}, which "
+        f"{problem}; every solver ({', '.join(m.solvers)}) must be labeled on every item of it: label that split, "
+        "name another one or raise the limit"])
+
+
+def search_matrix(labeled: pl.DataFrame | None, m: SolverMatrix, params: FrontierParams) -> SolverMatrix:
+    """The matrix of `cascade.search_split` (its labeled answers `labeled`) the cascade search runs on
+    above the exhaustive limit; a split that lacks a solver or a label is an error naming the key."""
+    if labeled is None or not labeled.height:
+        raise search_split_error(m, params, "has no labeled answers")
+    solvers = labeled["solver"].unique().sort().to_list()
+    if solvers != m.solvers:
+        raise search_split_error(m, params, f"has the solvers {', '.join(solvers)}, not those of frontier.split")
+    items = labeled["item_id"].n_unique()
+    labels = labeled.filter(pl.col("correct").is_not_null()).select("item_id", "solver").unique().height
+    if labels < items * len(solvers):
+        raise search_split_error(m, params, f"lacks {items * len(solvers) - labels} of its {items} items x {len(solvers)} solvers' labels")
+    return SolverMatrix.from_labeled(labeled)
+
+
 @dataclass
 class Baselines:
     """The baseline points (item-level values kept only for these) and how their cascades were chosen."""
@@ -119,10 +142,8 @@ def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Veri
         choice = all_cascades(m, params)
     else:
         if search is None or search.solvers != m.solvers:
-            raise ConfigError("params.yaml", [(
-                f"frontier.cascade.search_split: {len(m.solvers)} solvers give more than frontier.exhaustive_limit="
-                f"{params.exhaustive_limit} cascades, so they are searched on split {params.cascade.search_split!r}, which has "
-                f"no labeled answers of every solver ({', '.join(m.solvers)}); label that split or name another one")])
+            raise search_split_error(m, params, "has no labeled answers" if search is None else
+                                     f"has the solvers {', '.join(search.solvers)}, not those of frontier.split")
         choice = search_cascades(search, params, verifier)
     pts = [Point(baseline_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s], name), m.correct[None, :, i] * 1.0, m.cost[None, :, i])
            for i, s in enumerate(m.solvers)]

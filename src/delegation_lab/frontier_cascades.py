@@ -192,7 +192,12 @@ def _beam(candidates: list[tuple[tuple[int, ...], float, float]], later: dict[in
 
 
 def _report(m: SolverMatrix, params: FrontierParams, considered: int, kept: int, split: str | None, seconds: float) -> dict:
+    """metrics/frontier.json's `search`: how many cost-ordered cascades exist up to max_length
+    (`cascades_possible`), how many were evaluated (`cascades_considered`: every one when exhaustive,
+    else those the beam tried, on `search_split`) and how many were measured on the reported split
+    (`cascades_kept`); `beam` and `search_split` are null when nothing was searched."""
     searched = split is not None
-    return {"solvers": len(m.solvers), "cascades_considered": considered, "cascades_kept": kept, "exhaustive": not searched,
-            "max_length": params.cascade.max_length, "beam": params.cascade.beam if searched else None,
-            "search_split": split, "seconds": round(seconds, 3)}
+    return {"solvers": len(m.solvers), "exhaustive": not searched, "exhaustive_limit": params.exhaustive_limit,
+            "cascades_possible": cascade_count(len(m.solvers), params.cascade.max_length),
+            "cascades_considered": considered, "cascades_kept": kept, "max_length": params.cascade.max_length,
+            "beam": params.cascade.beam if searched else None, "search_split": split, "seconds": round(seconds, 3)}
