@@ -43,13 +43,21 @@ Definitions (all on one split, default `test`):
 - CPT(x): the least normalised cost (in % of the strong solver's, RouteLLM's "calls to the strong
   model") at which the hull reaches PGR x; null when never reached.
 
-Cost, with n items, S verifier seeds, N solvers, mixture_points k, R bootstrap resamples, P rows
-(P = N + (N - 1) k + kept cascades + study points above the limit): singles and the oracle O(N n);
-hull O(N log N) and mixtures O(N k n); cascades as `frontier_cascades` says (searched: O(beam N
-max_length S n), kept ones O(max_length S n) each); item arrays are held for the P baseline rows
-only, never for a cascade merely tried; Pareto marks O(P log P); intervals O(R S n) per reported
-row; the summary O(grid) per method plus the field metrics' distance to the front O(P^2 log P)
-(`routing_metrics`). Nothing enumerates subsets or all pairs once above the limit.
+Cost. With N solvers, n items on the reported split (n' on the search split), S verifier seeds
+(`cascade.seeds`; 1 for a gold or cached verifier), L = `cascade.max_length`, B = `cascade.beam`,
+k = `mixture_points`, R bootstrap resamples, and P rows (singles, mixtures, kept cascades, study points):
+- exhaustive (at most `exhaustive_limit` cascades, so N is bounded: N <= 6 at the defaults): every cascade
+  O(L S n), every pair's mixtures O(N^2 k n), an interval on every row O(R S n) each.
+- searched: verdicts O(N S (n + n')); B N (L - 1) cascades tried on the search split, each O(S n')
+  (`frontier_cascades`), ranked in O(B^2 N log(B N)) per length; K <= B N (L - 1) kept cascades
+  measured, O(L S n) each; singles and the oracle O(N n); mixtures on the <= N - 1 segments of the
+  singles' hull O(N k n); so P = O(N (1 + k + B L)) rows plus the studies'. Pareto marks O(P log P);
+  intervals on the reported rows (<= P) O(R S n) each; the summary O(grid) per method plus the field
+  metrics' distance to the front, O(P log P) per method, O(P^2 log P) in all (`routing_metrics`).
+So time is linear in items (n, n') and in seeds (S), linear in N in every part but the field
+metrics' O(N^2 log N): about N^2 at fixed L, B and k, never exponential (no subset or all-pairs
+enumeration above the limit; `python -m benchmarks frontier_scale` measures it). Item arrays
+[S, n] are held for the P rows only, never for a cascade merely tried: memory O(P S n).
 """
 
 from __future__ import annotations
