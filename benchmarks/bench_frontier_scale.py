@@ -51,7 +51,7 @@ DATA = Path(os.environ.get("BENCH_ZEROEVAL", Path(__file__).resolve().parents[2]
 SIZES = (3, 10, 20, 42)
 REPEATS = 3
 JUDGE = Verifier("judge", 0.05, 0.05, 0, "configured")
-_JSON_BLOCK = re.compile(r"\{.*?\}", re.S)
+_JSON_BLOCK = re.compile(r"\{.*?\}", re.DOTALL)
 
 
 def reply_answer(reply: str | None) -> str | None:

@@ -102,11 +102,11 @@ def mixture_pairs(m: SolverMatrix, every_pair: bool) -> list[tuple[int, int]]:
 
 
 def search_split_error(m: SolverMatrix, params: FrontierParams, problem: str) -> ConfigError:
-    return ConfigError("params.yaml", [
+    return ConfigError("params.yaml", [(
         f"frontier.cascade.search_split: {len(m.solvers)} solvers give more than frontier.exhaustive_limit="
         f"{params.exhaustive_limit} cascades, so they are searched on split {params.cascade.search_split!r}, which "
         f"{problem}; every solver ({', '.join(m.solvers)}) must be labeled on every item of it: label that split, "
-        "name another one or raise the limit"])
+        "name another one or raise the limit")])
 
 
 def search_matrix(labeled: pl.DataFrame | None, m: SolverMatrix, params: FrontierParams) -> SolverMatrix:
