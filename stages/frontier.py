@@ -30,13 +30,15 @@ def studies_run(ctx: StageContext) -> dict[str, dict]:
 def frontier(ctx: StageContext) -> None:
     """Build the frontier on the held-out split."""
     params = ctx.params.frontier
-    labeled = read_labeled_answers(ctx.layout).filter(pl.col("split") == params.split)
+    every_split = read_labeled_answers(ctx.layout)
+    labeled = every_split.filter(pl.col("split") == params.split)
     summaries = read_summaries(ctx.layout)
     outcomes = read_outcomes(ctx.layout)
     evaluation = ctx.params.evaluation
     verifier = build_verifier(evaluation.verifier, ctx.layout.root)
     table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset, verifier=verifier,
-                                    outcomes=outcomes, intervals=evaluation.intervals)
+                                    outcomes=outcomes, intervals=evaluation.intervals,
+                                    search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split))
     write_parquet_atomic(table, ctx.layout.frontier)
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
                "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence,
@@ -64,8 +66,11 @@ def frontier(ctx: StageContext) -> None:
         run.log_artifact(plots / "frontier.png")
         run.log_artifact(ctx.layout.frontier)
     best = max(metrics["methods"].items(), key=lambda kv: kv[1]["aiq"] if kv[1]["kind"] != "oracle" else -1)
+    search = metrics["search"]
     print(
         f"frontier: {table.height} points, {int(table['on_pareto'].sum())} on the Pareto front; "
+        f"{search['cascades_kept']} of {search['cascades_considered']} cascades kept "
+        f"({'every one' if search['exhaustive'] else 'searched on ' + search['search_split']}); "
         f"oracle {metrics['oracle']['accuracy']:.3f} at ${metrics['oracle']['cost_per_item_usd']:.5f}/item; "
         f"best AIQ {best[0]} ({best[1]['aiq']:.3f})"
     )

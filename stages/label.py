@@ -1,5 +1,6 @@
 """Stage `label`: offline correctness labels for every solver's current answers, a judge agreement
-report (metrics/labels.json) and the per-solver summary (metrics/solve.json)."""
+report (metrics/labels.json), the per-solver summary (metrics/solve.json) and each replayed
+solver's accuracy over the items its cache answers (metrics/replay_accuracy.json)."""
 
 import json
 
@@ -7,7 +8,7 @@ import polars as pl
 
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
-from delegation_lab.labeling.labels import build_labels
+from delegation_lab.labeling.labels import build_labels, replay_accuracy
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, current_answers
 from delegation_lab.stage import StageContext, run_stage
@@ -71,6 +72,8 @@ def label(ctx: StageContext) -> None:
     }
     write_json_atomic(label_metrics, layout.metrics("labels"))
     write_json_atomic(solve_metrics, layout.metrics("solve"))
+    backends = {name: params.backend for name, params in ctx.params.solvers.items()}
+    write_json_atomic(replay_accuracy(joined, backends), layout.metrics("replay_accuracy"))
     with ctx.tracker.stage_run("data", "label", ctx.params.label) as run:
         run.log_metrics({"labels": {k: v for k, v in agreement["all"].items()}, "solve": solve_metrics})
     for name, m in solve_metrics.items():

@@ -66,6 +66,9 @@ def test_repro_writes_every_contract(smoke_dag, tmp_path):
     assert oracle["accuracy"] >= max(test_acc.values()) and oracle["cost_per_item_usd"] < solve["A"]["cost_usd"] / 1300
     fm = json.loads((project / "metrics" / "frontier.json").read_text())
     assert fm["strong_solver"] == "A" and fm["weak_solver"] == "C" and set(fm["methods"]) >= {"always-A", "oracle", "cascade:C>B>A"}
+    # 3 solvers: every cascade built, none searched (frontier.exhaustive_limit)
+    assert {k: fm["search"][k] for k in ("exhaustive", "cascades_possible", "cascades_kept", "search_split")} == {
+        "exhaustive": True, "cascades_possible": 4, "cascades_kept": 4, "search_split": None}
     assert (project / "plots" / "frontier" / "frontier.png").stat().st_size > 10_000
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ import yaml
 from delegation_lab.config import deep_merge, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.layout import Layout
+from delegation_lab.solvers.params import SCORE_THRESHOLD
 from delegation_lab.solvers.replay import FORMATS
 
 app = typer.Typer(help="delegation-lab: cost-aware delegation experiments.", no_args_is_help=True)
@@ -119,16 +121,21 @@ def import_cache(
         help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
     )] = None,
     trust_pickle: Annotated[bool, typer.Option(help="allow unpickling a routerbench_pickle: unpickling runs arbitrary code")] = False,
+    score_threshold: Annotated[float, typer.Option(
+        min=0, max=1, help="a score at or above this counts as correct (caches that grade with a score)")] = SCORE_THRESHOLD,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="also write the report as JSON to this file (per model: n_items, accuracy, no_answer, agreement)")] = None,
 ) -> None:
     """Inspect another benchmark's answer cache: its files and domains, its models, how many rows
     match our items by question text (unmatched counted, with examples), each model's imported
-    accuracy over distinct questions, and the params.yaml `solvers` entries that replay it, with a
-    TODO where each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench
-    pickle is loaded only with --trust-pickle: unpickling runs arbitrary code."""
+    accuracy over distinct questions and our labeler's where a gold is known (the cache's own, else
+    the matching item's), and the params.yaml `solvers` entries that replay it, with a TODO where
+    each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench pickle is
+    loaded only with --trust-pickle: unpickling runs arbitrary code."""
     from pydantic import ValidationError
 
     from delegation_lab.solvers.params import LongTableFields
-    from delegation_lab.solvers.replay.import_report import import_report
+    from delegation_lab.solvers.replay.import_report import build_import
     from delegation_lab.solvers.replay.routerbench_pickle import PICKLE_WARNING
 
     if format == "routerbench_pickle" or Path(str(path)).suffix.lower() in (".pkl", ".pickle"):
@@ -145,10 +152,15 @@ def import_cache(
     except ValidationError as e:
         fail(f"--field: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']} (keys: {', '.join(LongTableFields.model_fields)})", 2)
     try:
-        report = import_report(path, format, items_dir, fields, trust_pickle)
+        report = build_import(path, format, items_dir, fields, trust_pickle, score_threshold)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
-    typer.echo(report)
+    typer.echo(report.text)
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps(report.summary, indent=2) + "\n", encoding="utf-8")
+        except OSError as e:
+            fail(f"error: --json {json_out}: {e.strerror or e}")
 
 
 @app.command("query")

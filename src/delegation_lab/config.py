@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.credit.params import CreditParams
@@ -116,17 +116,46 @@ class CascadeNoise(ParamsModel):
     """Verifier seeds per cascade (0 .. seeds-1, the same common random numbers every study's seed k
     sees); each is a point, their spread and the bootstrap over seeds x items give the interval.
     The verifier itself is `evaluation.verifier`."""
+    max_length: int = Field(4, ge=2)
+    """Most solvers in one cost-ordered cascade. 4 keeps every cascade of the default DAG's 3 solvers
+    (and of any set of up to 4); the search's time grows linearly with it."""
+    beam: int = Field(16, ge=1)
+    """Above `frontier.exhaustive_limit`: prefixes kept per cascade length and extended by every more
+    expensive solver, the best by Pareto layer of (cost, accuracy) of the cascade that stops at its
+    last member on `search_split` (non-dominated first, spread along cost within a layer). At most
+    beam x solvers x (max_length - 1) cascades are tried."""
+    search_split: Literal["ability", "train", "test"] = "train"
+    """Split the cascade search scores its candidates on (above `frontier.exhaustive_limit`); the
+    cascades it keeps (those not dominated there) are then measured on `frontier.split`. It must not
+    be `frontier.split` (an error): the best of many cascades chosen on the items it is reported on
+    would flatter the reported points. `train` by default: labeled for every solver, disjoint from
+    the held-out `test`, the items every study learns on (what a deployer chooses with), and larger
+    than `ability` (the ability map's sample). Its solvers must be those of `frontier.split`."""
 
 
 class FrontierParams(ParamsModel):
     split: Literal["ability", "train", "test"] = "test"
     """Split every point of the frontier is measured on (held-out items)."""
     mixture_points: int = Field(9, ge=0)
-    """Random-mixture operating points between each pair of solvers (p = 1/(k+1) ... k/(k+1))."""
+    """Random-mixture operating points between two solvers (p = 1/(k+1) ... k/(k+1)): on every pair
+    while the frontier is exhaustive, else on the segments of the singles' efficient convex hull only."""
     cascade: CascadeNoise = CascadeNoise()
     """Cheap-to-expensive cascades that escalate when the shared verifier rejects an answer."""
+    exhaustive_limit: int = Field(64, ge=0)
+    """While the cost-ordered cascades of up to `cascade.max_length` solvers number at most this (with
+    max_length 4: 3 solvers 4 cascades, 6 solvers 50, 7 solvers 91), the frontier is built in full on `split`: every cascade, random
+    mixtures of every pair of solvers, an interval on every point. Above it: cascades searched on
+    `cascade.search_split` (`cascade.beam`), mixtures only on the efficient hull's segments, intervals
+    only on the Pareto set and each method's best point (others null)."""
     cpt_levels: list[float] = [0.5, 0.8]
     """PGR levels for RouteLLM's call-performance thresholds CPT(x)."""
+
+    @model_validator(mode="after")
+    def _search_elsewhere(self) -> FrontierParams:
+        if self.cascade.search_split == self.split:
+            raise ValueError(f"cascade.search_split {self.split!r} is frontier.split too: cascades chosen on the items "
+                             "they are reported on look better than they are; set frontier.cascade.search_split to another split")
+        return self
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,7 +203,7 @@ class Params(ParamsModel):
             raise ValueError("at least one solver is needed")
         for name in solvers:
             if not _SOLVER_NAME.match(name):
-                raise ValueError(f"solver name {name!r}: use a letter then letters, digits, '_' or '-'")
+                raise ValueError(f"solver name {name!r}: use a letter then letters, digits, '_' or '-', at most 32 characters")
         return solvers
 
 

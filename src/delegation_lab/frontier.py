@@ -6,8 +6,16 @@ Definitions (all on one split, default `test`):
   expected accuracy and cost are the convex combination). cascade:<S1>><S2>>...: ask solvers from
   cheap to expensive and stop at the first answer the shared verifier (`evaluation.verifier`, the
   same common random numbers as every study) accepts; cost is the sum of the solvers asked; mean
-  over verifier seeds. oracle: the cheapest correct
-  solver per item (the cheapest solver when none is correct) — the upper bound.
+  over verifier seeds (`frontier_cascades`). oracle: the cheapest correct solver per item (the
+  cheapest solver when none is correct) — the upper bound.
+- Which baselines: while the cost-ordered cascades of up to `frontier.cascade.max_length` solvers
+  number at most `frontier.exhaustive_limit` (the default DAG's 3 solvers: 4), every cascade,
+  mixtures of every pair and an interval on every point, all on the reported split. Above it:
+  cascades searched on `frontier.cascade.search_split` and only the kept ones measured on the
+  reported split (`frontier_cascades`: what is searched where); mixtures only between consecutive
+  vertices of the singles' efficient convex hull on the reported split (a mixture lies on the
+  segment between its two solvers, so no other segment can reach the front; which segments those
+  are is fixed by the singles alone, so this picks nothing for luck); intervals only where reported.
 - Pareto: a point no other point matches-or-beats on both cost and accuracy (oracles excluded: the
   baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds), within
   one (dataset, verifier) set: a run whose acceptance decisions saw a perfect verifier (`gold`)
@@ -15,7 +23,9 @@ Definitions (all on one split, default `test`):
 - Intervals: item-level bootstrap (`evaluation.statistics.ItemBootstrap`) of accuracy and cost per
   item, seeds resampled too where a method ran several; one set of resamples per dataset, so every
   method is resampled on the same items (paired). Study points take their item-level values from
-  `results/outcomes/<study>.parquet`; a point without outcomes has null intervals.
+  `results/outcomes/<study>.parquet`; a point without outcomes has null intervals. Above the
+  exhaustive limit only the Pareto set, the oracles and each method's best-accuracy point (what
+  `summarize` reports) get one; the other rows have nulls.
 - Field metrics (`routing_metrics`, definitions and sources there): LLMRouterBench's Gain@BestSingle,
   Gap@Oracle, CostSave and ParetoDist and RouterArena's Arena score per method, within its verifier set.
 - dominated_by: for a learned method, the cheapest baseline point (single, mixture, cascade) of its
@@ -32,11 +42,26 @@ Definitions (all on one split, default `test`):
   curve may fall back to all-weak or all-strong, so a random router scores 0.5.
 - CPT(x): the least normalised cost (in % of the strong solver's, RouteLLM's "calls to the strong
   model") at which the hull reaches PGR x; null when never reached.
+
+Cost. With N solvers, n items on the reported split (n' on the search split), S verifier seeds
+(`cascade.seeds`; 1 for a gold or cached verifier), L = `cascade.max_length`, B = `cascade.beam`,
+k = `mixture_points`, R bootstrap resamples, and P rows (singles, mixtures, kept cascades, study points):
+- exhaustive (at most `exhaustive_limit` cascades, so N is bounded: N <= 6 at the defaults): every cascade
+  O(L S n), every pair's mixtures O(N^2 k n), an interval on every row O(R S n) each.
+- searched: verdicts O(N S (n + n')); B N (L - 1) cascades tried on the search split, each O(S n')
+  (`frontier_cascades`), ranked in O(B^2 N log(B N)) per length; K <= B N (L - 1) kept cascades
+  measured, O(L S n) each; singles and the oracle O(N n); mixtures on the <= N - 1 segments of the
+  singles' hull O(N k n); so P = O(N (1 + k + B L)) rows plus the studies'. Pareto marks O(P log P);
+  intervals on the reported rows (<= P) O(R S n) each; the summary O(grid) per method plus the field
+  metrics' distance to the front, O(P log P) per method, O(P^2 log P) in all (`routing_metrics`).
+So time is linear in items (n, n') and in seeds (S), linear in N in every part but the field
+metrics' O(N^2 log N): about N^2 at fixed L, B and k, never exponential (no subset or all-pairs
+enumeration above the limit; `python -m benchmarks frontier_scale` measures it). Item arrays
+[S, n] are held for the P rows only, never for a cascade merely tried: memory O(P S n).
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,194 +71,26 @@ from delegation_lab.config import FrontierParams
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.frontier_baselines import (  # noqa: F401 - re-exported: the frontier's public names
+    DEFAULT_VERIFIER,
+    SolverMatrix,
+    baseline_item_points,
+    baseline_points,
+    cascade_outcome,
+    search_matrix,
+)
+from delegation_lab.frontier_cascades import exhaustive, pareto_layers
+from delegation_lab.frontier_curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
 from delegation_lab.routing_metrics import field_metrics
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
                  "solver_set", "run_id", "verifier"]
 BASELINE_KINDS = ("single", "mixture", "cascade")
-# the verifier of library calls that name none (the rates the label stage measures are the stage's default)
-DEFAULT_VERIFIER = Verifier("judge", 0.02, 0.03, source="configured")
-
-
-@dataclass(frozen=True)
-class SolverMatrix:
-    """Per-item correctness and cost of every solver on one split (items x solvers)."""
-
-    solvers: list[str]
-    correct: np.ndarray  # bool [n_items, n_solvers]
-    cost: np.ndarray  # float [n_items, n_solvers]
-    item_ids: list[str] = field(default_factory=list)  # sorted; the order of every item-level vector
-
-    def __post_init__(self) -> None:
-        if not self.item_ids:
-            object.__setattr__(self, "item_ids", [f"item{i}" for i in range(self.correct.shape[0])])
-
-    @classmethod
-    def from_labeled(cls, labeled: pl.DataFrame) -> SolverMatrix:
-        solvers = labeled["solver"].unique().sort().to_list()
-        wide_c = labeled.pivot(on="solver", index="item_id", values="correct").sort("item_id")
-        wide_k = labeled.pivot(on="solver", index="item_id", values="cost_usd").sort("item_id")
-        missing = wide_c.select(pl.exclude("item_id")).null_count().sum_horizontal().item()
-        if missing:
-            raise ValueError(f"{missing} (item, solver) labels are missing on the frontier split")
-        return cls(solvers, wide_c.select(solvers).to_numpy().astype(bool), wide_k.select(solvers).to_numpy().astype(float),
-                   wide_c["item_id"].to_list())
-
-    def accuracy(self) -> np.ndarray:
-        return self.correct.mean(axis=0)
-
-    def mean_cost(self) -> np.ndarray:
-        return self.cost.mean(axis=0)
-
-
-@dataclass
-class Point:
-    """One baseline point with its item-level values ([n_seeds, n_items]) for the bootstrap."""
-
-    row: dict
-    correct: np.ndarray
-    cost: np.ndarray
-
-
-def _row(method: str, kind: str, acc: float, cost: float, calls: float, solvers: list[str], verifier: str,
-         op: str = "default", seed: int = 0) -> dict:
-    return {
-        "study": "baselines", "method": method, "operating_point": op, "kind": kind, "seed": seed,
-        "accuracy": float(acc), "cost_per_item_usd": float(cost), "calls_per_item": float(calls),
-        "solver_set": ",".join(solvers), "run_id": None, "verifier": verifier,
-    }
-
-
-def cascade_items(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per item: (correct, cost, calls) of one cascade under verifier seed `seed`."""
-    n = m.correct.shape[0]
-    done = np.zeros(n, dtype=bool)
-    final = np.zeros(n, dtype=bool)
-    cost = np.zeros(n)
-    calls = np.zeros(n)
-    for pos, s in enumerate(order):
-        active = ~done
-        cost[active] += m.cost[active, s]
-        calls[active] += 1
-        right = m.correct[:, s]
-        accepted = verifier.accepts(m.solvers[s], m.item_ids, right, seed)
-        stop = active & (accepted | (pos == len(order) - 1))
-        final[stop] = right[stop]
-        done |= stop
-    return final, cost, calls
-
-
-def cascade_outcome(m: SolverMatrix, order: list[int], verifier: Verifier, seed: int) -> tuple[float, float, float]:
-    """(accuracy, cost per item, calls per item) of one cascade under one verifier seed."""
-    final, cost, calls = cascade_items(m, order, verifier, seed)
-    return float(final.mean()), float(cost.mean()), float(calls.mean())
-
-
-def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier) -> list[Point]:
-    acc, cost = m.accuracy(), m.mean_cost()
-    name = verifier.name
-    pts = [Point(_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s], name), m.correct[None, :, i] * 1.0, m.cost[None, :, i])
-           for i, s in enumerate(m.solvers)]
-    for i, j in itertools.combinations(range(len(m.solvers)), 2):
-        pair = [m.solvers[i], m.solvers[j]]
-        for k in range(1, params.mixture_points + 1):
-            p = k / (params.mixture_points + 1)
-            pts.append(Point(_row(f"mix:{pair[0]}+{pair[1]}", "mixture", p * acc[i] + (1 - p) * acc[j],
-                                  p * cost[i] + (1 - p) * cost[j], 1.0, pair, name, op=f"p={p:.2f}"),
-                             (p * m.correct[:, i] + (1 - p) * m.correct[:, j])[None], (p * m.cost[:, i] + (1 - p) * m.cost[:, j])[None]))
-    by_cost = sorted(range(len(m.solvers)), key=lambda s: cost[s])
-    for length in range(2, len(m.solvers) + 1):
-        for order in itertools.combinations(by_cost, length):
-            names = [m.solvers[s] for s in order]
-            seeds = range(params.cascade.seeds) if verifier.kind == "judge" else range(1)
-            runs = [cascade_items(m, list(order), verifier, seed) for seed in seeds]
-            for seed, (c, k, calls) in zip(seeds, runs, strict=True):
-                pts.append(Point(_row("cascade:" + ">".join(names), "cascade", c.mean(), k.mean(), calls.mean(), names, name, seed=seed),
-                                 c[None] * 1.0, k[None]))
-    any_right = m.correct.any(axis=1)
-    cheapest_right = np.where(m.correct, m.cost, np.inf).min(axis=1)
-    oracle_cost = np.where(any_right, cheapest_right, m.cost.min(axis=1))
-    pts.append(Point(_row("oracle", "oracle", any_right.mean(), oracle_cost.mean(), 1.0, m.solvers, "oracle"),
-                     any_right[None] * 1.0, oracle_cost[None]))
-    return pts
-
-
-def baseline_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier = DEFAULT_VERIFIER) -> pl.DataFrame:
-    return pl.DataFrame([p.row for p in baseline_item_points(m, params, verifier)], schema_overrides={"run_id": pl.String})
 
 
 def pareto_mask(cost: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """True where no other point has cost <= and accuracy >= with one strictly better."""
-    order = np.lexsort((-acc, cost))  # cheapest first; at equal cost the most accurate first
-    mask = np.zeros(len(cost), dtype=bool)
-    best = -np.inf
-    for i in order:
-        if acc[i] > best:
-            mask[i] = True
-            best = acc[i]
-    return mask
-
-
-def hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Upper concave, non-decreasing envelope of (cost, accuracy) points, sorted by cost."""
-    pts = sorted(set(points), key=lambda p: (p[0], -p[1]))
-    upper: list[tuple[float, float]] = []
-    for p in pts:
-        if upper and (p[1] <= upper[-1][1] or p[0] == upper[-1][0]):
-            continue  # costs as much or more, not better: dominated
-        while len(upper) >= 2:
-            (x1, y1), (x2, y2) = upper[-2], upper[-1]
-            if (y2 - y1) * (p[0] - x1) <= (p[1] - y1) * (x2 - x1):
-                upper.pop()  # upper[-1] lies on or below the chord: not on the concave envelope
-            else:
-                break
-        upper.append(p)
-    return upper
-
-
-def hull_value(curve: list[tuple[float, float]], x: np.ndarray) -> np.ndarray:
-    """The envelope at costs x: linear between breakpoints, flat after the last, -inf before the first."""
-    xs, ys = np.array([p[0] for p in curve]), np.array([p[1] for p in curve])
-    out = np.interp(x, xs, ys, right=ys[-1])
-    return np.where(x < xs[0], -np.inf, out)
-
-
-def aiq(points: list[tuple[float, float]], c_lo: float, c_hi: float, grid: int = 2001) -> float:
-    if c_hi <= c_lo:
-        return float(max(p[1] for p in points))
-    curve = hull(points + [(0.0, 0.0)])
-    x = np.linspace(c_lo, c_hi, grid)
-    return float(np.trapezoid(hull_value(curve, x), x) / (c_hi - c_lo))
-
-
-@dataclass(frozen=True)
-class Anchors:
-    weak_cost: float
-    weak_acc: float
-    strong_cost: float
-    strong_acc: float
-
-
-def pgr_curve(points: list[tuple[float, float]], a: Anchors, grid: int = 2001) -> tuple[np.ndarray, np.ndarray]:
-    curve = hull(points + [(a.weak_cost, a.weak_acc), (a.strong_cost, a.strong_acc)])
-    c = np.linspace(0.0, 1.0, grid)
-    cost = a.weak_cost + c * (a.strong_cost - a.weak_cost)
-    acc = np.maximum(hull_value(curve, cost), a.weak_acc)  # all-weak is always available
-    gap = a.strong_acc - a.weak_acc
-    return c, (acc - a.weak_acc) / gap if gap > 0 else np.zeros_like(c)
-
-
-def apgr(points: list[tuple[float, float]], a: Anchors) -> float:
-    c, pgr = pgr_curve(points, a)
-    return float(np.trapezoid(pgr, c))
-
-
-def cpt(points: list[tuple[float, float]], a: Anchors, level: float) -> float | None:
-    c, pgr = pgr_curve(points, a)
-    reached = np.nonzero(pgr >= level - 1e-12)[0]
-    return float(c[reached[0]]) if len(reached) else None
-
-
+    """True where no other point has cost <= and accuracy >= with one strictly better (of equal points the first)."""
+    return pareto_layers(np.asarray(cost), np.asarray(acc)) == 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,12 +270,15 @@ def _pair(lo: float | None, hi: float | None) -> list[float] | None:
 
 def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
                    verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
-                   intervals: IntervalParams | None = None) -> tuple[pl.DataFrame, dict]:
+                   intervals: IntervalParams | None = None, search_labeled: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
     """The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
-    Baselines are computed under `verifier` (and under `gold` too when a study ran with it)."""
+    Baselines are computed under `verifier` (and under `gold` too when a study ran with it); above
+    `params.exhaustive_limit` their cascades are searched on `search_labeled` (the labeled answers of
+    `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen."""
     m = SolverMatrix.from_labeled(labeled_split)
+    search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
     study_points = pl.DataFrame()
     if summaries.height:
@@ -433,8 +293,11 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
     if study_points.height and verifier.kind != "gold" and "gold" in study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list():
         verifiers.append(Verifier("gold", source="gold labels"))
     rows = []
+    searches = []
     for v in verifiers:
-        for p in baseline_item_points(m, params, v):
+        baselines = baseline_item_points(m, params, v, search)
+        searches.append(baselines.search)
+        for p in baselines.points:
             if p.row["kind"] == "oracle" and v is not verifiers[0]:
                 continue  # one oracle
             rows.append(p.row)
@@ -449,16 +312,32 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
                 values.items[task] = sorted(mine.filter(pl.col("dataset") == task)["item_id"].unique().to_list())
         values.add_outcomes(mine)
     frontier = aggregate(points)
-    cis = [values.interval(_key(r)) for r in frontier.select(POINT_KEYS).iter_rows(named=True)]
+    mask = np.zeros(frontier.height, dtype=bool)
+    for task, verdicts_of in frontier.select("dataset", "verifier").unique().iter_rows():
+        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task) & (frontier["verifier"] == verdicts_of)).to_numpy()
+        mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
+    frontier = frontier.with_columns(pl.Series("on_pareto", mask))
+    wanted = np.ones(frontier.height, dtype=bool) if searches[0]["exhaustive"] else reported_points(frontier)
+    cis = [values.interval(_key(r)) if want else (None,) * 4
+           for r, want in zip(frontier.select(POINT_KEYS).iter_rows(named=True), wanted, strict=True)]
     frontier = frontier.with_columns(
         pl.Series(name, [ci[i] for ci in cis], dtype=pl.Float64)
         for i, name in enumerate(["accuracy_ci_low", "accuracy_ci_high", "cost_ci_low", "cost_ci_high"])
     )
-    mask = np.zeros(frontier.height, dtype=bool)
-    for task, verdicts in frontier.select("dataset", "verifier").unique().iter_rows():
-        contender = ((frontier["kind"] != "oracle") & (frontier["dataset"] == task) & (frontier["verifier"] == verdicts)).to_numpy()
-        mask[contender] = pareto_mask(frontier["cost_per_item_usd"].to_numpy()[contender], frontier["accuracy"].to_numpy()[contender])
-    frontier = frontier.with_columns(pl.Series("on_pareto", mask))
-    order = [c for c in frontier.columns if c not in ("dataset", "verifier")] + ["dataset", "verifier"]
+    order = [c for c in frontier.columns if c not in ("on_pareto", "dataset", "verifier")] + ["on_pareto", "dataset", "verifier"]
     frontier = frontier.select(order)
-    return frontier, summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name)
+    summary = summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name)
+    search_report = dict(searches[0])
+    for v, extra in zip(verifiers[1:], searches[1:], strict=True):
+        search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}
+    return frontier, {**summary, "search": search_report}
+
+
+def reported_points(frontier: pl.DataFrame) -> np.ndarray:
+    """The rows whose intervals are reported: the Pareto set, the oracles and each method's
+    best-accuracy point (the cheapest among the most accurate, ties all)."""
+    keys = [k for k in POINT_KEYS if k not in ("operating_point",)]
+    top = pl.col("accuracy").max().over(keys)
+    cheapest_top = pl.when(pl.col("accuracy") == top).then(pl.col("cost_per_item_usd")).min().over(keys)
+    best = (pl.col("accuracy") == top) & (pl.col("cost_per_item_usd") == cheapest_top)
+    return frontier.select(pl.col("on_pareto") | (pl.col("kind") == "oracle") | best).to_series().to_numpy()

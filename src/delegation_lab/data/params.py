@@ -7,7 +7,7 @@ from pydantic import Field, model_validator
 
 from delegation_lab.data import DATASETS
 from delegation_lab.params_model import ParamsModel
-from delegation_lab.solvers.params import LongTableFields, ReplayFormat
+from delegation_lab.solvers.params import LongTableFields, ReplayFormat, score_threshold_field
 
 DatasetName = DATASETS.choices()
 """Datasets `data.dataset` can name: the names registered in `data.DATASETS`."""
@@ -85,6 +85,9 @@ class ReplayDatasetParams(ParamsModel):
     trust_pickle: bool = False
     """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
     for a pickle you trust (a routerbench_pickle is refused without it)."""
+    score_threshold: float = score_threshold_field()
+    """Where the cache grades an answer with a score rather than True/False: a score at or above this
+    counts as correct (as `solvers.<name>.replay.score_threshold`; keep the two equal)."""
 
 
 # pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
@@ -111,7 +114,7 @@ class DataParams(ParamsModel):
     table: TableParams = TableParams()
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
-    """A solver-answer cache standing as its own dataset (gold unknown, labels imported)."""
+    """A solver-answer cache standing as its own dataset (gold from GSM8K or from the cache where it brings one, else labels imported)."""
     allow_missing_gold: bool = False
     """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
     judge or imported correctness); false = such a row fails naming the file and line. A table with

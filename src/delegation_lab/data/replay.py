@@ -1,8 +1,10 @@
 """`data.dataset: replay`: a solver-answer cache standing as its own dataset.
 
-One item per distinct (normalised) question of the cache, gold unknown: the replayed answers bring
-their own correctness labels (label method `imported`). With this a user who has only a cache runs
-the whole pipeline: prepare (dataset replay) -> solve@X (backend replay) -> label (imported).
+One item per distinct (normalised) question of the cache. Its gold is the GSM8K question's it matches
+(`gsm8k_path`), else the gold the cache brings (a `gold` column: zeroeval; our labeler grades the
+replies against it), else unknown: the replayed answers bring their own correctness labels (label
+method `imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
+replay) -> solve@X (backend replay) -> label.
 
 Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
 number of solution steps, and its gold), the cache's `difficulty_column`, or the item's domain
@@ -68,7 +70,7 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     if not params.path:
         raise ReplayDataError("data.replay.path is empty; set it to the cache file, folder or glob (and data.replay.format)")
     path = Path(params.path)
-    frame = load_cache(params.path, params.format, params.fields, params.trust_pickle).frame
+    frame = load_cache(params.path, params.format, params.fields, params.trust_pickle, params.score_threshold).frame
     if params.eval_name is not None:
         if "eval_name" not in frame.columns:
             raise ReplayDataError(
@@ -89,6 +91,8 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     first = frame.unique(subset="key", keep="first", maintain_order=True)
     codes = domain_codes(first["domain"].to_list())
     wanted = ["source_index", "prompt", "key", "domain"] + ([column] if column else [])
+    if "gold" in first.columns:
+        wanted.append("gold")
     seen: dict[str, int] = {}
     items = []
     for row in first.select(wanted).iter_rows(named=True):
@@ -104,7 +108,7 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
             difficulty, gold = known.difficulty, known.gold
         else:
             difficulty = _difficulty(row[column], path, column, source_id) if column else codes[row["domain"]]
-            gold = None
+            gold = None if row.get("gold") is None else str(row["gold"])
         items.append(Item(
             item_id=make_item_id(f"replay:{path.name}", source_id),
             split="",

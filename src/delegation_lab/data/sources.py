@@ -41,7 +41,8 @@ def numbered_json_lines(text: str, path: Path, error: type[InputError] | None = 
     """(line number, object) of every non-blank line; a bad line fails naming file and line number."""
     error = error or DataError
     rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # "\n" alone ends a line: str.splitlines would also split inside strings at U+2028, U+0085, ...
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

@@ -1,7 +1,8 @@
 """One evaluation protocol for every method on the frontier.
 
 - `verifier`: the one `Verifier` every method's acceptance decisions (retry, escalate, stop) go
-  through, with common random numbers per (solver, item, seed);
+  through, with common random numbers per (solver, item, seed); `agreement` the kind made of other
+  models' cached final answers; `rates` its (any verifier's) false-positive / false-negative rates;
 - `statistics`: the intervals and tests every study reports (item-level bootstrap, Wilson, paired
   tests, per-seed t intervals, one ddof);
 - `outcomes`: the item-level outcome table (one row per method x operating point x seed x item)
@@ -28,6 +29,7 @@ VERIFIERS: Registry[Callable[[VerifierParams, Path, pl.DataFrame | None], Verifi
 VERIFIERS.register("judge", "delegation_lab.evaluation.verifier:judge_verifier")
 VERIFIERS.register("gold", "delegation_lab.evaluation.verifier:gold_verifier")
 VERIFIERS.register("cached", "delegation_lab.evaluation.verifier:cached_verifier")
+VERIFIERS.register("agreement", "delegation_lab.evaluation.agreement:agreement_verifier")
 
 # Lazy re-exports, not a dispatch: the statistics (scipy) and the verifier (polars) load on first use:
 # the params, which every stage's config import reaches, must not pay scipy.stats's import (~0.8 s per process).
@@ -35,6 +37,7 @@ _LAZY = {
     **dict.fromkeys(("DDOF", "ItemBootstrap", "mean_and_std", "mean_ci", "median_ci", "paired_bootstrap", "ratio_ci",
                      "seed_interval", "unit_bootstrap", "wilson_interval"), "statistics"),
     **dict.fromkeys(("Verifier", "build_verifier", "uniforms"), "verifier"),
+    "error_rates": "rates",
 }
 
 
@@ -48,6 +51,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DDOF", "VERIFIERS", "EvaluationParams", "IntervalParams", "ItemBootstrap", "Verifier", "VerifierParams", "build_verifier",
-    "mean_and_std", "mean_ci", "median_ci", "paired_bootstrap", "ratio_ci", "seed_interval", "uniforms", "unit_bootstrap",
+    "error_rates", "mean_and_std", "mean_ci", "median_ci", "paired_bootstrap", "ratio_ci", "seed_interval", "uniforms", "unit_bootstrap",
     "wilson_interval",
 ]

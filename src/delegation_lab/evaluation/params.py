@@ -11,11 +11,23 @@ from delegation_lab.params_model import ParamsModel
 
 
 class VerifierParams(ParamsModel):
-    kind: Literal["judge", "gold", "cached"] = "judge"
+    kind: Literal["judge", "gold", "cached", "agreement"] = "judge"
     """`judge`: a noisy judge with false-positive / false-negative rates (the default: every method's
     retry / escalate / stop decisions see the same noise); `gold`: a perfect verifier, for labelled
     upper-bound runs only (its points form their own frontier set); `cached`: the verdicts a real
-    judge gave (`judge_verdict` in data/labels.parquet; every answer a method may accept needs one)."""
+    judge gave (`judge_verdict` in data/labels.parquet; every answer a method may accept needs one);
+    `agreement`: accept an answer when the cached final answers of `models` agree with it (a real,
+    priced check: the frontier's cascades pay those answers and count them as calls; the studies take
+    its decisions but do not add its cost yet, docs/evaluation.md)."""
+    models: list[str] = []
+    """Agreement kind: the solvers (names under `solvers`) whose cached final answers check an answer;
+    every check asks each of them except the solver being checked (its answer's cost is paid and counted
+    as a call, once per item however often it is used). Their answers must have text: a cache without
+    replies is refused, naming the missing field."""
+    min_agree: int = Field(1, ge=1)
+    """Agreement kind: how many of `models` must give the same final answer (compared as the label stage
+    compares an answer with gold: `label.matcher`, an item's `answer_format`) for the answer to be
+    accepted; capped at the number of models other than the solver being checked."""
     false_positive_rate: float | None = Field(None, ge=0, le=1)
     """Judge kind: probability a wrong answer is accepted; null = the rate the label stage measured
     (`agreement.all.judge_fp_rate` in `rates_from`)."""
@@ -32,6 +44,13 @@ class VerifierParams(ParamsModel):
         fp, fn = self.false_positive_rate, self.false_negative_rate
         if fp is not None and fn is not None and fp + fn >= 1:
             raise ValueError(f"false_positive_rate + false_negative_rate = {fp + fn:.3f} >= 1: such a judge carries no information")
+        if self.kind != "agreement" and (self.models or self.min_agree != 1):
+            raise ValueError(f"models and min_agree are for kind agreement (kind is {self.kind})")
+        if self.kind == "agreement":
+            if not self.models or len(set(self.models)) != len(self.models):
+                raise ValueError(f"kind agreement needs `models`: one or more distinct solver names (got {self.models})")
+            if self.min_agree > len(self.models):
+                raise ValueError(f"min_agree {self.min_agree} is more than the {len(self.models)} models")
         return self
 
 

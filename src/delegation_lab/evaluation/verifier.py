@@ -8,7 +8,8 @@ answer that was accepted.
 
 Kinds: `judge` accepts a right answer with probability 1 - fn and a wrong one with probability fp;
 `gold` accepts exactly the right answers (upper-bound runs only); `cached` replays a real judge's
-verdicts from the labels table.
+verdicts from the labels table; `agreement` (`evaluation.agreement`) accepts answers other models'
+cached final answers agree with, and says what its checks cost (`check_costs`).
 """
 
 from __future__ import annotations
@@ -89,9 +90,14 @@ class Verifier:
         if self.kind == "gold":
             return np.broadcast_to(correct, np.broadcast_shapes(correct.shape, np.shape(seeds))).copy()
         if self.kind == "cached":
-            return self._cached(solvers, item_ids, correct, seeds)
+            return self._lookup(solvers, item_ids, correct, seeds)
         u = uniforms(solvers, item_ids, seeds, self.seed)
         return np.where(correct, u >= self.false_negative_rate, u < self.false_positive_rate)
+
+    def check_costs(self, solver: str, item_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The answers a check of `solver`'s answers obtains, by model: their US$ per item. None here: a
+        judge's or gold's verdict is not priced."""
+        return {}
 
     def table(self, solvers: list[str], item_ids: Sequence[str], correct: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
         """Verdicts [n_seeds, n_items, n_solvers] for a correctness matrix [n_items, n_solvers]:
@@ -104,15 +110,19 @@ class Verifier:
                 out[k, :, j] = self.accepts(solver, items, correct[:, j], int(seed))
         return out
 
-    def _cached(self, solvers, item_ids, correct, seeds) -> np.ndarray:
+    def _no_verdict(self, solver: str, item: str) -> str:
+        return (f"evaluation.verifier.kind=cached: no judge verdict for solver {solver!r}, item {item!r} "
+                "(judge every answer: label.method judge, or use kind judge)")
+
+    def _lookup(self, solvers, item_ids, correct, seeds) -> np.ndarray:
+        """`verdicts` of each (solver, item), broadcast over seeds (a verdict that needs no noise)."""
         s = np.broadcast_to(np.asarray(solvers, dtype=object), np.shape(correct))
         i = np.broadcast_to(np.asarray(item_ids, dtype=object), np.shape(correct))
         flat = []
         for solver, item in zip(s.ravel(), i.ravel(), strict=True):
             verdict = self.verdicts.get((str(solver), str(item)))
             if verdict is None:
-                raise ValueError(f"evaluation.verifier.kind=cached: no judge verdict for solver {solver!r}, item {item!r} "
-                                 "(judge every answer: label.method judge, or use kind judge)")
+                raise ValueError(self._no_verdict(str(solver), str(item)))
             flat.append(verdict)
         out = np.array(flat, dtype=bool).reshape(np.shape(correct))
         return np.broadcast_to(out, np.broadcast_shapes(out.shape, np.shape(seeds))).copy()

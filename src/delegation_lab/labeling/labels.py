@@ -46,3 +46,31 @@ def build_labels(
         report["math_matcher"] = {"answers": stats.math_answers, "timeouts": stats.math_timeouts}
     labels = conform(labels, LABELS_SCHEMA, "labels").select(list(LABELS_SCHEMA))
     return labels, report, run
+
+
+def replay_accuracy(joined: pl.DataFrame, backends: dict[str, str], confidence: float = 0.95) -> dict[str, Any]:
+    """metrics/replay_accuracy.json: each replayed solver's accuracy as our labels score it over the
+    items its cache answers (every split; `no_answer_in_cache` items are left out, where the frontier
+    counts them wrong), with a Wilson interval, beside its accuracy over every item. `joined` is the
+    labels joined to the answers they grade; `backends` maps solver -> backend name."""
+    from delegation_lab.evaluation.statistics import wilson_interval
+
+    out = {}
+    for name, backend in backends.items():
+        if backend != "replay":
+            continue
+        rows = joined.filter(pl.col("solver") == name)
+        answered = rows.filter(pl.col("error").is_null())
+        right = int(answered["correct"].sum())
+        low, high = wilson_interval(right, answered.height, confidence)
+        out[name] = {
+            "model": rows["model"][0] if rows.height else None,
+            "n_items": answered.height,
+            "accuracy": round(right / answered.height, 6) if answered.height else None,
+            "accuracy_ci": [round(low, 6), round(high, 6)],
+            "no_answer_in_cache": rows.height - answered.height,
+            "accuracy_every_item": round(float(rows["correct"].mean()), 6) if rows.height else None,
+        }
+    note = ("accuracy over the items each replayed cache answers (our labels, every split), Wilson "
+            f"{confidence:.0%} interval; accuracy_every_item counts an item the cache lacks as wrong (as the frontier does)")
+    return {"confidence": confidence, "note": note if out else "no replayed solvers", "solvers": out}

@@ -110,6 +110,8 @@ class Generation(BaseModel):
     latency_s: float = 0.0
     error: str | None = None
     cost_usd: float | None = None  # a cost the source already knows (replayed caches); else priced from tokens
+    parsed_answer: str | None = None  # the answer the source parsed from `text` (a zeroeval cache), when source_parsed
+    source_parsed: bool = False  # the source parsed `text`: parsed_answer is its answer, None = it found none
     extra: dict[str, Any] = {}
 
     def masked(self, secrets: list[str]) -> Generation:
@@ -262,7 +264,9 @@ class Solver:
     def _answer(self, request: Request, gen: Generation, now: datetime, secrets: list[str]) -> Answer:
         gen = gen.masked(secrets)  # before parsing, so a parsed answer cannot carry a key either
         template = self.template(request.role, request.item)
-        parsed = template.parse(gen.text, request.item) if gen.error is None and gen.text is not None else None
+        parsed = None
+        if gen.error is None and gen.text is not None:
+            parsed = gen.parsed_answer if gen.source_parsed else template.parse(gen.text, request.item)
         return Answer(
             solver=self.name,
             item_id=request.item.item_id,

@@ -4,12 +4,13 @@ and the replay caches' layouts. The backend and format names are the registries'
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from delegation_lab.params_model import ParamsModel
-from delegation_lab.solvers import BACKENDS
+from delegation_lab.solvers import BACKENDS, price_tables
 from delegation_lab.solvers.replay import FORMATS
 
 BackendName = BACKENDS.choices()
@@ -17,6 +18,15 @@ BackendName = BACKENDS.choices()
 
 ReplayFormat = FORMATS.choices()
 """Layouts a replay cache can have: the names registered in `solvers.replay.FORMATS` (one module each)."""
+
+
+SCORE_THRESHOLD = 0.5
+"""The default `score_threshold`: a score at or above it counts as a correct answer."""
+
+
+def score_threshold_field() -> Any:
+    """`score_threshold` of a replay section (solvers.<name>.replay, data.replay)."""
+    return Field(SCORE_THRESHOLD, ge=0, le=1)
 
 
 class LongTableFields(ParamsModel):
@@ -30,7 +40,7 @@ class LongTableFields(ParamsModel):
     correct: str | None = "correct"
     """Column holding True/False correctness (or a 0/1 score); null = use `score`."""
     score: str | None = "score"
-    """Column holding a numeric score (correct when >= 0.5), used where `correct` is absent or empty."""
+    """Column holding a numeric score (correct when >= the replay section's `score_threshold`), used where `correct` is absent or empty."""
     response: str | None = "response"
     """Column holding the answer text; absent = a correctness-only cache (empty answers)."""
     tokens_in: str | None = "tokens_in"
@@ -50,14 +60,28 @@ PRICE_TODO = "TODO"
 
 
 class Price(ParamsModel):
-    input_usd_per_mtok: float = Field(ge=0)
-    """US dollars per one million input (prompt) tokens."""
-    output_usd_per_mtok: float = Field(ge=0)
-    """US dollars per one million output (completion) tokens."""
+    """A model's token prices: read from a named table (`table` + `model`) when params load, or given
+    as numbers with their `source`."""
+
+    input_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    """US dollars per one million input (prompt) tokens; filled from `table` when one is named (then leave it out)."""
+    output_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    """US dollars per one million output (completion) tokens; filled from `table` when one is named (then leave it out)."""
     source: str | None = None
-    """Where the price comes from (free text, e.g. a provider's price page and its date); recorded on replayed answers."""
+    """Where the price comes from (free text, e.g. a provider's price page and its date); recorded on replayed answers.
+    With `table`, written for you: the table, its file, the upstream repository and commit, and the key."""
     free: bool = False
     """The model really costs nothing: required for a replay solver whose prices are both 0."""
+    table: str | None = None
+    """Price table to read both prices from: a registered name (`routerarena`: RouterArena's model_cost/cost.json;
+    `llmrouter`: LLMRouter's default_llm.json; `provider`: ours, each entry with its provider page and date) or a
+    path to a file in one of those layouts. A `model` the table lacks fails params check, never priced 0."""
+    model: str | None = None
+    """The model's key in `table` (e.g. `gpt-4o`); needed with `table`, refused without it."""
+    stand_in: str | None = None
+    """Set when no table prices this model and `model` names another one whose price is used instead: why that
+    one (e.g. `same base weights, Llama-3-70B`). The source then starts with `STAND-IN`, so the choice shows
+    wherever the price is reported; leave it unset for a table entry of the model itself."""
 
     @model_validator(mode="before")
     @classmethod
@@ -66,14 +90,49 @@ class Price(ParamsModel):
             data.get("input_usd_per_mtok"), data.get("output_usd_per_mtok"), data.get("source")
         )):
             raise ValueError(
-                "the price is still the TODO placeholder of `dlab import`: set input_usd_per_mtok and "
+                "the price is still the TODO placeholder of `dlab import`: name a price table "
+                "(`table` and the model's key `model`) or set input_usd_per_mtok and "
                 "output_usd_per_mtok (US$ per 1M tokens) and `source` (where they come from)"
             )
+        if isinstance(data, dict) and (data.get("table") is not None or data.get("model") is not None):
+            return _from_table(data)
         return data
 
     @property
     def is_zero(self) -> bool:
         return self.input_usd_per_mtok == 0 and self.output_usd_per_mtok == 0
+
+
+def _from_table(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the prices and source of `data["model"]` in `data["table"]`. Numbers or a source
+    given too must be the table's (a dumped Price validates again; an override is refused)."""
+    table, model = data.get("table"), data.get("model")
+    if table is None:
+        _fail("table", model, "`model` names a key in a price table: set `table` too (routerarena, llmrouter, "
+              "provider, or a path), or drop `model` and give the numbers")
+    if not isinstance(table, str) or not isinstance(model, str):
+        _fail("model" if isinstance(table, str) else "table", model if isinstance(table, str) else table,
+              "a price `table` needs `model`, the model's key in it (both text)")
+    try:
+        found = price_tables.lookup(table, model)
+    except price_tables.ModelNotInTable as e:
+        _fail("model", model, str(e))
+    except price_tables.PriceTableError as e:
+        _fail("table", table, str(e))
+    source = found.source if not data.get("stand_in") else f"STAND-IN ({data['stand_in']}): {found.source}"
+    filled = {"input_usd_per_mtok": found.input_usd_per_mtok, "output_usd_per_mtok": found.output_usd_per_mtok,
+              "source": source}
+    for key, value in filled.items():
+        if data.get(key) is not None and data[key] != value:
+            _fail(key, data[key], f"{data[key]!r} is not table {table}'s {value!r} for {model!r}: give the table "
+                                  "or the numbers and source, not both")
+    return {**data, **filled}
+
+
+def _fail(key: str, value: Any, message: str) -> NoReturn:
+    """A params error located at `price.<key>`, so `dlab params check` names the exact key."""
+    error = InitErrorDetails(type=PydanticCustomError("price_table", message), loc=(key,), input=value)
+    raise ValidationError.from_exception_data("Price", [error])
 
 
 class Decoding(ParamsModel):
@@ -179,6 +238,10 @@ class ReplayParams(ParamsModel):
     trust_pickle: bool = False
     """RouterBench only: allow unpickling the cache file. Unpickling runs arbitrary code: set it only
     for a pickle you trust (a routerbench_pickle is refused without it)."""
+    score_threshold: float = score_threshold_field()
+    """Where the cache grades an answer with a score rather than True/False (RouterBench, LLMRouter's
+    F1 and pass rates, LLMRouterBench, RouterArena, a long table's score column): a score at or above
+    this counts as correct; the score itself is kept (answers.extra `imported_score` where in [0, 1])."""
 
 
 class ExecutorParams(ParamsModel):

@@ -1,5 +1,8 @@
 """The `replay` backend: each request is answered with the cache's answer of `source_model` to the
-same (normalised) question, with provenance; no model is called."""
+same (normalised) question, with provenance; no model is called. Where the layout parsed the reply
+itself (a `parsed_answer` column: zeroeval) that answer is the parsed answer, a null one meaning the
+reply holds none (never re-parsed by the prompt template); where it brings a
+score (`score`), answers.extra keeps it as `imported_score` beside `imported_correct`."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from delegation_lab.solvers.base import Generation, Request
-from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
+from delegation_lab.solvers.params import SCORE_THRESHOLD, Price, ReplayParams, SolverParams
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 from delegation_lab.solvers.replay.cache import ModelIndex, ReplayCache, load_cache, normalise_question
 from delegation_lab.solvers.replay.records import ReplayError
@@ -29,14 +32,18 @@ class ReplayBackend:
         self.path = Path(params.path)
 
     def cache(self) -> ReplayCache:
-        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle)
+        return load_cache(self.params.path, self.params.format, self.params.fields, self.params.trust_pickle,
+                          self.params.score_threshold)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": self.params.format,
             "source_model": self.params.source_model,
             "sha256": self.cache().sha256,
         }
+        if self.params.score_threshold != SCORE_THRESHOLD:  # only then: today's request hashes stay as they are
+            out["score_threshold"] = self.params.score_threshold
+        return out
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         index = self.cache().index(self.params.source_model)
@@ -56,6 +63,8 @@ class ReplayBackend:
         }
         if row["correct"] is not None:
             extra["imported_correct"] = bool(row["correct"])
+        if row.get("score") is not None:  # the source's own score in [0, 1] (LLMRouter's F1, pass rate)
+            extra["imported_score"] = float(row["score"])
         response = row["response"]
         if response is None:
             return Generation(
@@ -71,5 +80,6 @@ class ReplayBackend:
                 tokens_out = estimate_tokens(response)
         return Generation(
             text=response, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
-            cost_usd=row["cost_usd"], extra=extra,
+            cost_usd=row["cost_usd"], parsed_answer=row.get("parsed_answer"), source_parsed="parsed_answer" in row,
+            extra=extra,
         )

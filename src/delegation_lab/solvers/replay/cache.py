@@ -15,9 +15,9 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.solvers.params import LongTableFields
+from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay import FORMATS
-from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError
+from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError, file_model
 
 _QUOTES = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'", "`": "'",
@@ -108,15 +108,19 @@ def cache_files(path: str | Path, fmt: str) -> list[Path]:
         found = [Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file()]
         what = f"the glob {text!r}"
     elif Path(text).is_dir():
-        found = [p for p in Path(text).rglob("*") if p.is_file() and p.suffix in cache_format.suffixes
+        found = [p for p in Path(text).rglob("*") if p.is_file() and p.name.endswith(cache_format.suffixes)
                  and not any(part.startswith(".") for part in p.relative_to(text).parts)]
         what = f"the folder {text}"
     else:
         if not Path(text).exists():
             raise ReplayError(f"{text}: replay cache not found (check the `path` of the replay section)")
         return [Path(text)]
+    kinds = ", ".join("*" + x for x in cache_format.suffixes)
+    if cache_format.belongs is not None:
+        found = [p for p in found if cache_format.belongs(p)]
+        kinds += f" where the {fmt} layout puts them"
     if not found:
-        raise ReplayError(f"{text}: {what} holds no {fmt} files ({', '.join('*' + x for x in cache_format.suffixes)})")
+        raise ReplayError(f"{text}: {what} holds no {fmt} files ({kinds})")
     return cache_format.order(found)
 
 
@@ -135,7 +139,7 @@ def _read_one(file: Path, cache_format: CacheFormat, options: ReadOptions, sever
     """One file's rows with their provenance: `domain` (what the layout says, else the file's stem
     when the cache has several files, else "replay"), `source_file` and `source_sha256`."""
     frame = cache_format.read(file, options)
-    fallback = file.stem if several else "replay"
+    fallback = file_model(file) if several else "replay"
     domain = pl.col("domain").cast(pl.String) if "domain" in frame.columns else pl.lit(None, dtype=pl.String)
     frame = frame.with_columns(
         domain.fill_null(fallback).alias("domain"),
@@ -143,7 +147,7 @@ def _read_one(file: Path, cache_format: CacheFormat, options: ReadOptions, sever
         pl.lit(file_sha256(file)).alias("source_sha256"),
     )
     if several:  # source indexes restart in every file: keep them unique across the cache
-        frame = frame.with_columns((pl.lit(f"{file.stem}#") + pl.col("source_index")).alias("source_index"))
+        frame = frame.with_columns((pl.lit(f"{file_model(file)}#") + pl.col("source_index")).alias("source_index"))
     return frame
 
 
@@ -156,10 +160,11 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
                          how="diagonal_relaxed")
 
 
-def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> ReplayCache:
+def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False,
+               score_threshold: float = SCORE_THRESHOLD) -> ReplayCache:
     """The normalised cache of a file, folder or glob, read once per process (again when a file
     changes). A format whose loading runs code (a pickle) is refused unless `trust_pickle` (checked
-    before any file is opened)."""
+    before any file is opened). A score at or above `score_threshold` is a correct answer."""
     spec = str(path)
     if fmt not in FORMATS:
         raise ReplayError(f"{spec}: unknown replay format {fmt!r}; use one of {list(FORMATS.names())}")
@@ -168,13 +173,13 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
         raise ReplayError(f"{spec}: not loaded: {cache_format.trust_warning} If you trust this file, pass --trust-pickle "
                           "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
     files = cache_files(spec, fmt)
-    key = _stat_key(files, spec, fmt, fields)
+    key = (*_stat_key(files, spec, fmt, fields), score_threshold)
     cached = _LOADED.get(key)
     if cached is not None:
         return cached
     several = len(files) > 1 or Path(spec).is_dir() or bool(_GLOB.search(spec))
     root = Path(spec) if Path(spec).is_dir() else None
-    options = ReadOptions(fields or LongTableFields(), root)
+    options = ReadOptions(fields or LongTableFields(), root, score_threshold)
     frame = _concat([_read_one(f, cache_format, options, several) for f in files])
     if frame.height == 0:
         raise ReplayError(f"{spec}: the {fmt} cache has no rows")
@@ -195,6 +200,7 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     return cache
 
 
-def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False) -> pl.DataFrame:
+def read_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False,
+               score_threshold: float = SCORE_THRESHOLD) -> pl.DataFrame:
     """The normalised frame of a cache (`CACHE_COLUMNS`, extra columns, provenance, and `key`)."""
-    return load_cache(path, fmt, fields, trust_pickle).frame
+    return load_cache(path, fmt, fields, trust_pickle, score_threshold).frame

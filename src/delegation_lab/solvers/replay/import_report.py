@@ -1,20 +1,25 @@
-"""What `dlab import` prints about a cache: its files and domains, its models, how its questions
-match our items, and the params.yaml `solvers` entries that replay it (a TODO where a price belongs)."""
+"""What `dlab import` prints about a cache: its files and domains, its models (imported accuracy, and
+our labeler's where a gold is known: `relabel`), how its questions match our items, and the
+params.yaml `solvers` entries that replay it (a TODO where a price belongs); `--json` writes the same
+per-model figures for a script (`ImportResult.summary`)."""
 
 from __future__ import annotations
 
 import json
 import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from delegation_lab.solvers.params import PRICE_TODO, LongTableFields
+from delegation_lab.labeling.agreement import imported_agreement
+from delegation_lab.solvers.params import PRICE_TODO, SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.pricing import estimate_tokens
 from delegation_lab.solvers.replay import FORMATS
-from delegation_lab.solvers.replay.cache import load_cache, normalise_question
+from delegation_lab.solvers.replay.cache import ReplayCache, load_cache, normalise_question
+from delegation_lab.solvers.replay.relabel import ITEM_KEYS, model_summary, relabel
 
 
 def solver_name_for(model: str, taken: set[str]) -> str:
@@ -31,30 +36,77 @@ def solver_name_for(model: str, taken: set[str]) -> str:
     return name
 
 
-def _read_items_questions(items_dir: Path) -> tuple[dict[str, int], dict[str, str]]:
-    """Counts of items per split and the normalised question -> split of every item."""
+def read_items(items_dir: Path) -> tuple[dict[str, int], dict[str, str], pl.DataFrame]:
+    """Counts of items per split, the normalised question -> split of every item, and the items'
+    gold, choices and answer_format by normalised question (`relabel.ITEM_KEYS`; first item wins)."""
     counts: dict[str, int] = {}
     keys: dict[str, str] = {}
+    frames = [pl.DataFrame(schema=ITEM_KEYS)]
     for split in ("ability", "train", "test"):
         p = items_dir / f"{split}.parquet"
         if not p.exists():
             continue
-        df = pl.read_parquet(p, columns=["question"])
+        df = pl.read_parquet(p)
         counts[split] = df.height
         for q in df["question"].to_list():
             keys.setdefault(normalise_question(q or ""), split)
-    return counts, keys
+        df = df.with_columns(pl.col("question").fill_null("").map_elements(normalise_question, return_dtype=pl.String)
+                             .alias("key"))
+        frames.append(df.select([pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t).alias(c)
+                                 for c, t in ITEM_KEYS.items()]))
+    return counts, keys, pl.concat(frames).unique(subset="key", keep="first", maintain_order=True)
 
 
 def _short(text: str, n: int = 90) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=n, placeholder=" …")
 
 
+@dataclass(frozen=True)
+class ImportResult:
+    text: str
+    """What `dlab import` prints."""
+    summary: dict[str, Any]
+    """What `dlab import --json` writes: the cache, and per model `n_items` (distinct questions),
+    `accuracy` over them (our label where a gold is known, else the cache's), `no_answer` (replies
+    with no extractable answer; null where no reply is parsed), `no_reply`, `our_accuracy`,
+    `imported_accuracy` and `agreement` of the two where both exist (null where they never do)."""
+
+
 def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
                   trust_pickle: bool = False) -> str:
     """What `dlab import` prints: files, domains, models, match against our items, a params.yaml snippet."""
-    cache = load_cache(path, format, fields, trust_pickle)
+    return build_import(path, format, items_dir, fields, trust_pickle).text
+
+
+def summary_of(cache: ReplayCache, labels: pl.DataFrame, threshold: float, notes: list[str]) -> dict[str, Any]:
+    """The JSON report of a cache relabelled (`relabel.relabel`)."""
     frame = cache.frame
+    agreement = imported_agreement(labels.rename({"model": "solver"}))
+    by_model = labels.partition_by("model", as_dict=True, maintain_order=True)
+    models = {}
+    for model in cache.models:
+        idx = cache.index(model)
+        models[model] = {**model_summary(by_model[(model,)], agreement.get(model)),
+                         "rows": idx.n_rows, "duplicates": idx.duplicates}
+    domains = frame.group_by("domain", maintain_order=True).agg(pl.col("key").n_unique())
+    return {
+        "path": str(cache.path), "format": cache.format, "sha256": cache.sha256,
+        "files": [{"path": f, "sha256": sha} for f, sha in cache.files],
+        "rows": frame.height, "questions": frame["key"].n_unique(), "score_threshold": threshold,
+        "domains": dict(domains.iter_rows()), "notes": notes, "models": models,
+    }
+
+
+def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
+                 trust_pickle: bool = False, score_threshold: float = SCORE_THRESHOLD) -> ImportResult:
+    """The text `dlab import` prints and the summary `--json` writes."""
+    cache = load_cache(path, format, fields, trust_pickle, score_threshold)
+    frame = cache.frame
+    counts, item_keys, items = read_items(Path(items_dir))
+    cache_format = FORMATS.get(format)
+    notes = cache_format.notes(frame) if cache_format.notes is not None else []
+    summary = summary_of(cache, relabel(cache, items), score_threshold, notes)
+    ours = summary["models"]
     lines = [
         f"replay cache: {path}",
         f"  format {format}, {len(cache.files)} file(s), {frame.height} rows, {frame['key'].n_unique()} distinct "
@@ -64,6 +116,7 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
     if domains.height > 1:
         shown = ", ".join(f"{d} {n}" for d, n in domains.head(12).iter_rows())
         lines.append(f"  domains ({domains.height}): {shown}{', ...' if domains.height > 12 else ''}")
+    lines += [f"  note: {n}" for n in notes]
     lines += ["", f"models ({len(cache.models)}):"]
     stats: dict[str, dict[str, Any]] = {}
     for model in cache.models:
@@ -75,13 +128,15 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
         has_cost = int(rows["cost_usd"].is_not_null().sum())
         no_response = int(rows["response"].is_null().sum())
         stats[model] = {"acc": acc, "has_cost": has_cost, "questions": len(idx.rows)}
-        acc_text = f"imported accuracy {acc:.1%} ({len(labelled)} labelled questions)" if acc is not None else "no labels"
+        acc_text = f"imported accuracy {acc:.1%} ({len(labelled)} labelled questions)" if acc is not None else "no imported labels"
         lines.append(
             f"  {model}: {idx.n_rows} rows, {len(idx.rows)} distinct questions, {idx.duplicates} duplicate(s) "
             f"(first kept), {acc_text}"
         )
         if no_response:
             lines.append(f"      {no_response} row(s) without a response (replayed as error rows)")
+        if ours[model]["our_accuracy"] is not None:
+            lines.append(_our_line(ours[model]))
         if missing_tokens:
             est_in = sum(estimate_tokens(p) for p in rows["prompt"].to_list()) / rows.height
             est_out = sum(estimate_tokens(r) for r in rows["response"].to_list()) / rows.height
@@ -94,7 +149,6 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
         )
 
     lines.append("")
-    counts, item_keys = _read_items_questions(Path(items_dir))
     if not counts:
         lines.append(
             f"items: none in {items_dir} ({{ability,train,test}}.parquet); matching skipped. "
@@ -153,4 +207,15 @@ def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFie
             f"    replay: {{path: {json.dumps(str(path))}, format: {format}, source_model: {json.dumps(model)}{mapping}"
             + (", trust_pickle: true}  # only for a pickle you trust" if trusted else "}"),
         ]
-    return "\n".join(lines)
+    return ImportResult("\n".join(lines), summary)
+
+
+def _our_line(s: dict[str, Any]) -> str:
+    """A model's relabel in one line: our accuracy, unparsed replies, agreement with the cache's labels."""
+    text = f"      our labeler: accuracy {s['our_accuracy']:.1%} over {s['labelled_by_us']} question(s) with a gold"
+    if s["no_answer"]:
+        text += f", {s['no_answer']} repl(y/ies) with no extractable answer (wrong)"
+    a = s["agreement"]
+    if a is not None:
+        text += f"; agrees with the cache's labels on {a['agreement']:.1%} of {a['n']}"
+    return text

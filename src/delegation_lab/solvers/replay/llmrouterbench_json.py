@@ -14,6 +14,7 @@ import polars as pl
 
 from delegation_lab.data.sources import parse_json_lines
 from delegation_lab.errors import InputError
+from delegation_lab.solvers.params import SCORE_THRESHOLD
 from delegation_lab.solvers.replay.records import (
     CACHE_COLUMNS,
     CacheFormat,
@@ -26,6 +27,7 @@ from delegation_lab.solvers.replay.records import (
     float_or_none,
     int_or_none,
     score_value,
+    threshold_of,
 )
 
 LLMROUTERBENCH_REQUIRED = ("origin_query", "prediction", "score")
@@ -68,9 +70,10 @@ def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
         raise ReplayError(str(e)) from None
 
 
-def read_llmrouterbench_json(path: Path, model_hint: str | None = None) -> pl.DataFrame:
+def read_llmrouterbench_json(path: Path, model_hint: str | None = None, threshold: float = SCORE_THRESHOLD) -> pl.DataFrame:
     """LLMRouterBench: records with origin_query / prediction / score / tokens / cost; `model_hint`
-    (the model folder of its results tree) names the model where the records do not."""
+    (the model folder of its results tree) names the model where the records do not; a score at or
+    above `threshold` is correct."""
     records, file_model = _json_records(path)
     if not records:
         raise ReplayError(f"{path}: no records")
@@ -94,7 +97,7 @@ def read_llmrouterbench_json(path: Path, model_hint: str | None = None) -> pl.Da
         rows["prompt"].append(cell_text(r["origin_query"]))
         rows["model"].append(str(model))
         rows["response"].append(cell_text(r["prediction"]))
-        rows["correct"].append(correctness(r["score"], path, f"record {i}, field 'score'"))
+        rows["correct"].append(correctness(r["score"], path, f"record {i}, field 'score'", threshold))
         rows["tokens_in"].append(int_or_none(r.get("prompt_tokens")))
         rows["tokens_out"].append(int_or_none(r.get("completion_tokens")))
         rows["cost_usd"].append(float_or_none(r.get("cost")))
@@ -120,8 +123,8 @@ def read_llmrouterbench_file(path: Path, options: ReadOptions) -> pl.DataFrame:
     (`source_split`) and the domain (where the records name none)."""
     tree = _tree_parts(path, options.root)
     if tree is None:
-        return read_llmrouterbench_json(path)
-    frame = read_llmrouterbench_json(path, model_hint=tree[2]).with_columns(pl.lit(tree[1]).alias("source_split"))
+        return read_llmrouterbench_json(path, threshold=threshold_of(options))
+    frame = read_llmrouterbench_json(path, model_hint=tree[2], threshold=threshold_of(options)).with_columns(pl.lit(tree[1]).alias("source_split"))
     domain = pl.col("domain").cast(pl.String) if "domain" in frame.columns else pl.lit(None, dtype=pl.String)
     return frame.with_columns(domain.fill_null(tree[0]).alias("domain"))
 

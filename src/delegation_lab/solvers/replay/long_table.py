@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.solvers.params import LongTableFields
+from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay.records import (
     CACHE_COLUMNS,
     CacheFormat,
@@ -38,8 +38,9 @@ def _read_table_file(path: Path) -> pl.DataFrame:
     return pl.DataFrame([r for _, r in numbered_records(path)], infer_schema_length=None)
 
 
-def read_long_table(path: Path, fields: LongTableFields) -> pl.DataFrame:
-    """One row per question x model; columns named by `fields` (explicitly named ones must exist)."""
+def read_long_table(path: Path, fields: LongTableFields, threshold: float = SCORE_THRESHOLD) -> pl.DataFrame:
+    """One row per question x model; columns named by `fields` (explicitly named ones must exist); a
+    score at or above `threshold` is correct."""
     raw = _read_table_file(path)
     columns = raw.columns
     explicit = fields.model_fields_set
@@ -71,9 +72,9 @@ def read_long_table(path: Path, fields: LongTableFields) -> pl.DataFrame:
         model = cell_text(values["model"][i])
         if not model:
             raise ReplayError(f"{path}: {line(i)}: column {fields.model!r} is empty")
-        label = correctness(values["correct"][i], path, f"{line(i)}, column {fields.correct!r}")
+        label = correctness(values["correct"][i], path, f"{line(i)}, column {fields.correct!r}", threshold)
         if label is None:
-            label = correctness(values["score"][i], path, f"{line(i)}, column {fields.score!r}")
+            label = correctness(values["score"][i], path, f"{line(i)}, column {fields.score!r}", threshold)
         raw_id = cell_text(values["id"][i])
         rows["source_index"].append(raw_id if raw_id is not None else str(i))
         rows["prompt"].append(cell_text(values["question"][i]))
@@ -89,7 +90,7 @@ def read_long_table(path: Path, fields: LongTableFields) -> pl.DataFrame:
 
 
 def read_long_table_file(path: Path, options: ReadOptions) -> pl.DataFrame:
-    return read_long_table(path, options.fields)
+    return read_long_table(path, options.fields, options.score_threshold)
 
 
 LONG_TABLE = CacheFormat(read=read_long_table_file, suffixes=(".csv", ".parquet", ".jsonl"))

@@ -4,6 +4,8 @@ module registers in `solvers.replay.FORMATS`."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ import polars as pl
 
 from delegation_lab.data.sources import numbered_json_lines
 from delegation_lab.errors import InputError
-from delegation_lab.solvers.params import LongTableFields
+from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 
 CACHE_COLUMNS: dict[str, pl.DataType] = {
     "source_index": pl.String,
@@ -29,21 +31,19 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 """The columns every reader's frame has, one row per (question, model); a reader may add more (a
 `domain`, a `score`, the source's own columns)."""
 
-SCORE_THRESHOLD = 0.5
-"""A float score (RouterBench, LLMRouterBench) at or above this counts as a correct answer."""
-
-
 class ReplayError(InputError):
     """A cache file that cannot be replayed; the message names the file, the key and what exists."""
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What a reader may need beyond the file: the long table's column names, and the folder the
-    cache was named by (None for a file or a glob), whose tree some layouts give meaning to."""
+    """What a reader may need beyond the file: the long table's column names, the folder the cache
+    was named by (None for a file or a glob), whose tree some layouts give meaning to, and the score
+    at or above which an answer counts as correct."""
 
     fields: LongTableFields
     root: Path | None
+    score_threshold: float = SCORE_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ class CacheFormat:
     """The reading order of a folder's or a glob's files (a model's first row of a question wins)."""
     trust_warning: str | None = None
     """Why loading such a file runs code (unpickling): the cache is refused unless trusted."""
+    belongs: Callable[[Path], bool] | None = None
+    """Which files of a folder or glob (with one of `suffixes`) are the cache's, where a layout's tree
+    holds other files of the same suffix (LLMRouter's price table beside its score files)."""
+    notes: Callable[[pl.DataFrame], list[str]] | None = None
+    """Lines `dlab import` adds about a loaded cache of this layout: what it lacks (no answer text),
+    what its join left unmatched."""
 
 
 def columns_hint(columns: list[str], limit: int = 30) -> str:
@@ -88,8 +94,8 @@ _TRUE = {"true", "t", "yes", "y", "1", "1.0", "correct"}
 _FALSE = {"false", "f", "no", "n", "0", "0.0", "incorrect", "wrong"}
 
 
-def correctness(value: Any, path: Path, where: str) -> bool | None:
-    """True / False from a boolean-ish cell; None when empty."""
+def correctness(value: Any, path: Path, where: str, threshold: float = SCORE_THRESHOLD) -> bool | None:
+    """True / False from a boolean-ish cell or a score (correct at or above `threshold`); None when empty."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -97,7 +103,7 @@ def correctness(value: Any, path: Path, where: str) -> bool | None:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and math.isnan(value):
             return None
-        return bool(value >= SCORE_THRESHOLD)
+        return bool(value >= threshold)
     s = str(value).strip().lower()
     if not s or s in ("nan", "none", "null"):
         return None
@@ -106,9 +112,34 @@ def correctness(value: Any, path: Path, where: str) -> bool | None:
     if s in _FALSE:
         return False
     try:
-        return float(s) >= SCORE_THRESHOLD
+        return float(s) >= threshold
     except ValueError:
         raise ReplayError(f"{path}: {where}: correctness value {value!r} is not True/False or a score") from None
+
+
+def threshold_of(options: ReadOptions | None) -> float:
+    """The score at or above which an answer counts as correct (a reader called without options: 0.5)."""
+    return options.score_threshold if options is not None else SCORE_THRESHOLD
+
+
+def unit_score(value: Any, path: Path, where: str) -> float | None:
+    """A score that must lie in [0, 1] (a pass rate, an F1, a 0/1 match); None when empty; anything
+    else (out of range, not a number) fails naming the file and the record."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        f = float(value.strip()) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        if isinstance(value, str) and not value.strip():
+            return None
+        raise ReplayError(f"{path}: {where}: score {value!r} is not a number") from None
+    if math.isnan(f):
+        return None
+    if not 0.0 <= f <= 1.0:
+        raise ReplayError(f"{path}: {where}: score {value!r} is outside [0, 1]")
+    return f
 
 
 def score_value(value: Any) -> float | None:
@@ -148,6 +179,35 @@ def cache_frame(rows: dict[str, list[Any]], extras: dict[str, list[Any]] | None 
             series = pl.Series(name, [cell_text(v) for v in values], dtype=pl.String)
         df = df.with_columns(series)
     return df
+
+
+def file_model(path: Path) -> str:
+    """The model a one-file-per-model cache names: the file's name less its suffixes (`m.json.gz` -> m)."""
+    return path.name.removesuffix(".gz").removesuffix(path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix)
+
+
+def json_list(path: Path, what: str) -> list[Any]:
+    """A file holding one JSON list (gzip-compressed when it ends in .gz, as experiments ship them);
+    an empty file, bad JSON or another top level fails naming the file."""
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        raise ReplayError(f"{path}: not a gzip file ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ReplayError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    if not text.strip():
+        raise ReplayError(f"{path}: empty file (expected a JSON list of {what})")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReplayError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(data, list):
+        keys = f" (keys: {columns_hint(sorted(data))})" if isinstance(data, dict) else ""
+        raise ReplayError(f"{path}: expected a JSON list of {what}, got a JSON {type(data).__name__}{keys}")
+    if not data:
+        raise ReplayError(f"{path}: no records (an empty list)")
+    return data
 
 
 def numbered_records(path: Path) -> list[tuple[int, dict[str, Any]]]:

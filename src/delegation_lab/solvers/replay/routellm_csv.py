@@ -19,6 +19,7 @@ from delegation_lab.solvers.replay.records import (
     columns_hint,
     correctness,
     missing_column,
+    threshold_of,
 )
 
 
@@ -43,6 +44,7 @@ def read_routellm_csv(path: Path, options: ReadOptions | None = None) -> pl.Data
     used = {"prompt", *models, *(f"{m}_response" for m in models)}
     extra_cols = [c for c in columns if c not in used]
     prompts = raw["prompt"].to_list()
+    threshold = threshold_of(options)
     n = raw.height
     rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
     extras: dict[str, list[Any]] = {c: [] for c in extra_cols}
@@ -54,7 +56,7 @@ def read_routellm_csv(path: Path, options: ReadOptions | None = None) -> pl.Data
             rows["prompt"].append(prompts[i])
             rows["model"].append(model)
             rows["response"].append(responses[i])
-            rows["correct"].append(correctness(labels[i], path, f"row {i + 2}, column {model!r}"))
+            rows["correct"].append(correctness(labels[i], path, f"row {i + 2}, column {model!r}", threshold))
             rows["tokens_in"].append(None)
             rows["tokens_out"].append(None)
             rows["cost_usd"].append(None)

@@ -23,6 +23,7 @@ from delegation_lab.solvers.replay.records import (
     int_or_none,
     numbered_records,
     score_value,
+    threshold_of,
 )
 
 ROUTERARENA_REQUIRED = ("global_index", "question", "generated_answer")
@@ -58,7 +59,7 @@ def read_routerarena_jsonl(path: Path, options: ReadOptions | None = None) -> pl
         rows["prompt"].append(cell_text(r["question"]))
         rows["model"].append(path.stem)
         rows["response"].append(None if failed else cell_text(r["generated_answer"]))
-        rows["correct"].append(None if failed else correctness(result.get("score"), path, f"line {lineno}, field 'evaluation_result.score'"))
+        rows["correct"].append(None if failed else correctness(result.get("score"), path, f"line {lineno}, field 'evaluation_result.score'", threshold_of(options)))
         rows["tokens_in"].append(int_or_none(usage.get("input_tokens")))
         rows["tokens_out"].append(int_or_none(usage.get("output_tokens")))
         rows["cost_usd"].append(cost if cost else None)  # a $0 cost is RouterArena's unregistered-model default

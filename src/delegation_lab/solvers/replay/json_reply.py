@@ -1,0 +1,167 @@
+"""The answer a reply commits to when it was asked for a JSON block with an `answer` field (ZeroEval's
+prompt: "Present your reasoning and solution in the following json format ... `"answer": "42"`"),
+read as a careful grader would:
+
+1. the first JSON object in the reply with a non-empty `answer` (raw newlines inside strings allowed,
+   LaTeX backslashes such as `\\(` repaired, a template's `___` skipped);
+2. else the first `"answer": ...` key of a block that is not valid JSON (unbalanced quotes, a
+   missing comma);
+3. else the last `\\boxed{...}`;
+4. else the number the free text commits to: the last `#### N`, else the last "answer is N" /
+   `**Answer:** N` / `Answer: "N"`; never a bare last number, which in a reply that broke the
+   format is as often a step of a truncated or looping derivation as an answer;
+5. else nothing: the reply has no extractable answer (`no_answer`).
+
+An answer's text becomes a number where it holds one: the whole text when it is a number (`$1,080`,
+`3/4`), else its value when it is plain arithmetic (`(300 * 4 + 120 * 6) / 12`), else the number
+after the last `=` (`20 * 40 + 80 * 30 = 3200`), else the first number (`18
+dollars per day`, `2:00 pm`); a text without a number (`Cannot be determined`) is kept as the answer,
+so it is graded wrong rather than counted as missing. docs/zeroeval_grading.md compares this with
+ZeroEval's own grader item by item.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+from fractions import Fraction
+from typing import Any
+
+from delegation_lab.parsing import CALC_ANNOTATION, HASHES, NUMBER, normalise_number
+
+_DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings, as models write them
+_ESCAPES = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|\\')
+_ANSWER_KEY = re.compile(r'"answer"\s*:\s*(?:"((?:[^"\\]|\\.)*)"|([^\s",}][^,}\n]*))', re.S)
+_BOXED = "\\boxed{"
+_COMMITTED = re.compile(r"(?:final answer|answer)\s*(?:is|=|:)?[\s:*\"'\\]*(" + NUMBER.pattern + ")", re.I)
+_LATEX_FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}")
+_LATEX_TEXT = re.compile(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}")
+_ARITHMETIC = re.compile(r"[\d\s.+\-*/()]+")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.USub: operator.neg, ast.UAdd: operator.pos}
+PLACEHOLDERS = {"", "___", "..."}
+"""Values of `answer` that are the prompt's template echoed, not an answer."""
+
+SOURCES = ("json", "json_key", "boxed", "stated_number", "none")
+"""Where an answer came from, in the order tried (`answer_source` column of a zeroeval cache)."""
+
+
+def _repair_escapes(text: str) -> str:
+    """A lone backslash (LaTeX `\\(`, `\\times`'s cousins that are not JSON escapes) doubled."""
+    return _ESCAPES.sub(lambda m: m.group(0) if len(m.group(0)) > 1 else "\\\\", text)
+
+
+def _json_objects(text: str):
+    """Every JSON object that starts at a `{` of the text, in order of position."""
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def _value_text(value: Any) -> str | None:
+    """A JSON answer value as text; None for a missing or placeholder answer."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return str(value)
+    text = value if isinstance(value, str) else json.dumps(value)
+    return None if text.strip() in PLACEHOLDERS else text.strip()
+
+
+def _arithmetic(node: ast.AST) -> Fraction:
+    """Exact: `500 * 0.3 + 350` is 500, not 499.99999999999994."""
+    if isinstance(node, ast.Expression):
+        return _arithmetic(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return Fraction(str(node.value))
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_arithmetic(node.left), _arithmetic(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_arithmetic(node.operand))
+    raise ValueError("not plain arithmetic")
+
+
+def evaluate_arithmetic(text: str) -> str | None:
+    """The value of an answer that is plain arithmetic (`((300 * 4) + (120 * 6)) / 12`, `$`, thousands
+    commas allowed), never `eval`: only numbers, + - * / and brackets; None for anything else."""
+    expr = text.replace("$", "").replace(",", "").strip()
+    if not _ARITHMETIC.fullmatch(expr) or not re.search(r"\d\s*[-+*/]", expr) or len(expr) > 200:
+        return None
+    try:
+        value = _arithmetic(ast.parse(expr, mode="eval"))
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+    if abs(value) >= 10**15:
+        return None
+    return normalise_number(f"{value.numerator}/{value.denominator}")
+
+
+def answer_number(text: str) -> str:
+    """The number an answer's text states (see the module docstring), else the text itself."""
+    clean = _LATEX_TEXT.sub("", _LATEX_FRAC.sub(r"\1/\2", text)).replace("\\$", "$").replace("{,}", ",")
+    whole = normalise_number(clean.replace("%", ""))
+    if whole is not None:
+        return whole
+    boxed = last_boxed(clean)
+    if boxed is not None and boxed != clean:
+        return answer_number(boxed)
+    value = evaluate_arithmetic(clean)
+    if value is not None:
+        return value
+    tail = clean.rsplit("=", 1)[1] if "=" in clean else clean
+    for part in (tail, clean):
+        for found in NUMBER.findall(part):
+            number = normalise_number(found)
+            if number is not None:
+                return number
+    return text
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (nested braces kept), None when there is none."""
+    start = text.rfind(_BOXED)
+    while start >= 0:
+        depth, i = 1, start + len(_BOXED)
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            return text[start + len(_BOXED): i - 1].strip()
+        start = text.rfind(_BOXED, 0, start)
+    return None
+
+
+def json_reply_answer(reply: str | None) -> tuple[str | None, str]:
+    """(the answer, where it came from: one of `SOURCES`) of a reply asked for a JSON `answer`."""
+    if not reply:
+        return None, "none"
+    for text in (reply, _repair_escapes(reply)):
+        for obj in _json_objects(text):
+            value = _value_text(obj.get("answer"))
+            if value is not None:
+                return answer_number(value), "json"
+    for m in _ANSWER_KEY.finditer(reply):
+        value = _value_text(m.group(1) if m.group(1) is not None else m.group(2))
+        if value is not None:
+            return answer_number(value), "json_key"
+    boxed = last_boxed(reply)
+    if boxed:
+        return answer_number(boxed), "boxed"
+    number = committed_number(reply)
+    return (number, "stated_number") if number is not None else (None, "none")
+
+
+def committed_number(text: str) -> str | None:
+    """The number free text states as its answer (`#### N`, else "answer is N" and its spellings)."""
+    clean = CALC_ANNOTATION.sub("", text)
+    for pattern in (HASHES, _COMMITTED):
+        found = pattern.findall(clean)
+        if found:
+            return normalise_number(found[-1])
+    return None

@@ -1,0 +1,93 @@
+"""Our labeler on a loaded cache, as `dlab import` reports it: each model's first answer to every
+question graded by the label stage's own code (`labeling.matchers.match_frame`, the `MATCHERS`
+registry, `label.matcher: auto`, default tolerance) against the gold the cache brings (a `gold`
+column: zeroeval) or, failing that, the gold of our item with the same question, beside the label
+the cache imported. A reply is parsed as the solve stage parses it: by the layout where it parses
+(`parsed_answer`: zeroeval; null = no answer), else the choice letter for an item with choices, else
+the number."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from delegation_lab.labeling import AUTO
+from delegation_lab.labeling.matchers import match_frame
+from delegation_lab.parsing import parse_choice, parse_number_answer
+from delegation_lab.solvers.replay.cache import ReplayCache
+
+ITEM_KEYS = {"key": pl.String, "gold": pl.String, "choices": pl.List(pl.String), "answer_format": pl.String}
+"""Our items by normalised question (`import_report.read_items` builds it)."""
+
+
+def _parse(reply: str | None, choices: list[str] | None) -> str | None:
+    if reply is None:
+        return None
+    return parse_choice(reply, len(choices)) if choices else parse_number_answer(reply)
+
+
+def first_answers(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
+    """Every model's first row per question with the gold, choices and parsed answer it is graded by."""
+    first = cache.frame.unique(subset=["model", "key"], keep="first", maintain_order=True)
+    own_gold = pl.col("gold") if "gold" in first.columns else pl.lit(None, dtype=pl.String)
+    first = first.with_columns(own_gold.cast(pl.String).alias("cache_gold"))
+    first = first.join(items.rename({"gold": "item_gold"}), on="key", how="left")
+    layout_parses = "parsed_answer" in first.columns
+    if not layout_parses:
+        first = first.with_columns(pl.lit(None, dtype=pl.String).alias("parsed_answer"))
+    first = first.with_columns(pl.coalesce("cache_gold", "item_gold").alias("gold"))
+    has_text = pl.col("response").is_not_null() & (pl.col("response") != "")
+    first = first.with_columns((has_text & (pl.lit(layout_parses) | pl.col("gold").is_not_null())).alias("parsed"))
+    parsed = [p if layout_parses or not wanted else _parse(r, c) for p, r, c, wanted in
+              first.select("parsed_answer", "response", "choices", "parsed").iter_rows()]
+    return first.with_columns(pl.Series("parsed_answer", parsed, dtype=pl.String))
+
+
+def relabel(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
+    """One row per (model, question): `imported`, `programmatic` (our verdict; null where there is no
+    gold or no reply to grade: a correctness-only cache), `parsed` (a reply we or the layout parsed)
+    and its `parsed_answer`, `response`."""
+    first = first_answers(cache, items)
+    graded = first.filter(pl.col("gold").is_not_null() & (pl.col("response").is_null() | (pl.col("response") != "")))
+    answers = graded.select(
+        pl.col("model").alias("solver"), pl.col("key").alias("item_id"), "parsed_answer",
+        pl.col("response").alias("answer_text"),
+        pl.when(pl.col("response").is_null()).then(pl.lit("no reply in the cache")).alias("error"),
+        pl.Series("extra", [json.dumps({"imported_correct": c}) if c is not None else None
+                            for c in graded["correct"].to_list()], dtype=pl.String),
+    )
+    gold = graded.unique(subset="key", keep="first").select(
+        pl.col("key").alias("item_id"), "gold", "choices", pl.lit("").alias("split"), pl.lit(0).alias("difficulty"),
+        "answer_format",
+    )
+    verdicts = match_frame(answers, gold, rel_tol=1e-6, matcher=AUTO).select(
+        pl.col("solver").alias("model"), pl.col("item_id").alias("key"), "programmatic")
+    return first.join(verdicts, on=["model", "key"], how="left").select(
+        "model", "key", "response", "parsed", "parsed_answer", "gold", pl.col("correct").alias("imported"),
+        "programmatic")
+
+
+def model_summary(rows: pl.DataFrame, agreement: dict[str, Any] | None) -> dict[str, Any]:
+    """One model's report: accuracy over distinct questions (our verdict where we have one, else the
+    imported label), replies with no extractable answer, and (`labeling.agreement.imported_agreement`)
+    how often our verdict agrees with the imported label."""
+    label = pl.coalesce("programmatic", "imported")
+
+    def mean(column: str | pl.Expr) -> float | None:
+        values = rows.select(column).to_series().drop_nulls()
+        return float(values.mean()) if len(values) else None
+
+    parsed = rows.filter(pl.col("parsed"))
+    return {
+        "n_items": rows.height,
+        "accuracy": mean(label),
+        "labelled_by_us": int(rows["programmatic"].is_not_null().sum()),
+        "labelled_by_cache_only": int((rows["programmatic"].is_null() & rows["imported"].is_not_null()).sum()),
+        "no_answer": int(parsed["parsed_answer"].is_null().sum()) if parsed.height else None,
+        "no_reply": int(rows["response"].is_null().sum()),
+        "our_accuracy": mean("programmatic"),
+        "imported_accuracy": mean("imported"),
+        "agreement": agreement,
+    }
