@@ -190,7 +190,8 @@ def _label(items: list[Item], answers, tmp_path: Path, **label):
 def test_build_labels_reports_math_answers_only_where_there_are_some(tmp_path: Path):
     items = [_item(0, r"2\sqrt{2}"), _item(1, r"\frac{1}{3}")]
     answers = [make_answer("S", items[0], r"$\boxed{\sqrt{8}}$", "8"), make_answer("S", items[1], "0.33", "0.33")]
-    labels, report, _ = _label(items, answers, tmp_path, math_timeout_s=TIMEOUT_S)
+    # a generous limit: this test is about the report, not the timeout (1 s fails under a loaded machine)
+    labels, report, _ = _label(items, answers, tmp_path, math_timeout_s=30)
     assert labels.sort("item_id")["correct"].to_list() == [True, False]
     assert report["math_matcher"] == {"answers": 2, "timeouts": 0}
 
