@@ -170,9 +170,12 @@ def portfolio_table(metrics: dict) -> str:
 
 
 def plot_portfolio(metrics: dict, out: Path) -> None:
-    """Accuracy vs cost on the report split: each k's front (small) and its chosen portfolio (large, named)."""
+    """Accuracy vs cost on the report split: each k's front (small) and its chosen portfolio (large,
+    marked k and named in the legend below, where long model lists fit)."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
+    from matplotlib.ticker import NullFormatter
+
+    fig, ax = plt.subplots(figsize=(10, 7.5), dpi=120)
     cmap = plt.get_cmap("viridis")
     ks = list(metrics["portfolios"])
     for i, k in enumerate(ks):
@@ -181,16 +184,17 @@ def plot_portfolio(metrics: dict, out: Path) -> None:
         (alo, ahi), (clo, chi) = p["accuracy_ci"], p["cost_ci"]
         ax.errorbar([p["cost_per_item_usd"]], [p["accuracy"]], yerr=[[p["accuracy"] - alo], [ahi - p["accuracy"]]],
                     xerr=[[p["cost_per_item_usd"] - clo], [chi - p["cost_per_item_usd"]]], fmt="o", color=color,
-                    markersize=7, capsize=2, label=f"k={k}")
-        ax.annotate(" > ".join(p["models"]), (p["cost_per_item_usd"], p["accuracy"]), fontsize=6, xytext=(4, -9),
-                    textcoords="offset points", color="0.25")
-    ax.axhline(metrics["oracle"]["accuracy"], color="goldenrod", lw=1, ls="--", label="oracle (all models)")
+                    markersize=7, capsize=2, label=f"k={k} ({p['arrangement']}): {' > '.join(p['models'])}")
+        ax.annotate(f"k={k}", (p["cost_per_item_usd"], p["accuracy"]), fontsize=7, xytext=(5, 3), textcoords="offset points")
+    ax.axhline(metrics["oracle"]["accuracy"], color="goldenrod", lw=1, ls="--", label=f"oracle of all {metrics['solvers']} models")
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("cost per item (US$, log scale)")
     ax.set_ylabel(f"accuracy on {metrics['split']} (error bars: {metrics['confidence']:.0%} item bootstrap)")
-    ax.set_title(f"portfolios of k models chosen on {metrics['select_split']}, verifier {metrics['verifier'].get('name', '?')}")
+    ax.set_title(f"portfolios of k models chosen on {metrics['select_split']} (small: each k's front there)\n"
+                 f"verifier {metrics['verifier'].get('name', '?')}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, frameon=False)
     save_figure(fig, out, tight_layout=True)
 
 
