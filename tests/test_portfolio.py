@@ -59,8 +59,9 @@ def test_selection_never_sees_the_reported_split():
 def test_select_split_equal_to_frontier_split_is_refused():
     raw = read_yaml(REPO / "params.yaml")
     raw["portfolio"] = {"select_split": "test"}
-    with pytest.raises(ConfigError, match="portfolio.select_split"):
+    with pytest.raises(ConfigError, match="portfolio.select_split") as refused:
         parse_params(raw)
+    assert refused.value.problems[0].startswith("portfolio.select_split 'test' is frontier.split too")
     bypassed = params().model_copy(update={"portfolio": PortfolioParams(select_split="test")})
     with pytest.raises(ConfigError, match="portfolio.select_split"):
         build_portfolio(table(), bypassed, GOLD)

@@ -268,9 +268,10 @@ def explain(error: ValidationError, model: type = Params) -> list[str]:
             problems.append(f"{dotted(loc)}: unknown key{hint}")
         elif err["type"] == "missing":
             problems.append(f"{dotted(loc)}: required key is missing")
+        elif not loc:  # a check across sections (Params' own validators): its message names the keys; the input is the whole file
+            problems.append(err["msg"].removeprefix("Value error, "))
         else:
-            where = dotted(loc) or "(top level)"
-            problems.append(f"{where}: {err['msg']} (got {err.get('input')!r:.80})")
+            problems.append(f"{dotted(loc)}: {err['msg']} (got {err.get('input')!r:.80})")
     return problems
 
 
