@@ -373,6 +373,25 @@ def frontier_table(
                                         "vs best single (Δ acc, p)"]) + "\n", out)
 
 
+@app.command("portfolio")
+def portfolio(
+    project: Annotated[Path, typer.Argument(help="project folder holding params.yaml and data/")] = Path("."),
+) -> None:
+    """For k = 1 .. portfolio.max_k: the k models and arrangement (single or cost-ordered cascade under
+    the shared verifier) chosen on portfolio.select_split, measured on frontier.split with intervals;
+    prints the table and writes metrics/portfolio.json and plots/portfolio/portfolio.png there."""
+    from delegation_lab.portfolio import portfolio_table, write_portfolio
+
+    layout = Layout(project)
+    try:
+        metrics = write_portfolio(layout, load_params(layout.params_file))
+    except ConfigError as e:
+        fail(str(e), 2)
+    except (InputError, FileNotFoundError) as e:
+        fail(f"error: {e}")
+    typer.echo(portfolio_table(metrics), nl=False)
+
+
 repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
 app.add_typer(repro_app, name="repro")
 

@@ -158,6 +158,18 @@ class FrontierParams(ParamsModel):
         return self
 
 
+class PortfolioParams(ParamsModel):
+    max_k: int = Field(5, ge=1)
+    """Largest portfolio: for k = 1 .. max_k the k models (and their arrangement) are chosen."""
+    beam: int = Field(16, ge=1)
+    """(k-1)-model portfolios kept, by Pareto layer of (cost, accuracy) on `select_split`, and each
+    extended by every other model to make the k-model candidates (a greedy beam: at most
+    beam x models cascades per k, never every subset)."""
+    select_split: Literal["ability", "train", "test"] = "train"
+    """Split the portfolios are chosen on; they are reported on `frontier.split`, which it must not be
+    (an error): the best of many portfolios chosen on the items it is reported on would flatter it."""
+
+
 # --------------------------------------------------------------------------------------------
 # root
 
@@ -177,6 +189,8 @@ class Params(ParamsModel):
     """MLflow tracking."""
     frontier: FrontierParams = FrontierParams()
     """The shared cost-accuracy frontier (stage `frontier`)."""
+    portfolio: PortfolioParams = PortfolioParams()
+    """Which k models, in which arrangement, to deploy (stage `portfolio`, `dlab portfolio`)."""
     evaluation: EvaluationParams = EvaluationParams()
     """One evaluation protocol for every method: the shared verifier and the intervals (every study and the frontier)."""
     history_game: HistoryGameParams = HistoryGameParams()
@@ -205,6 +219,13 @@ class Params(ParamsModel):
             if not _SOLVER_NAME.match(name):
                 raise ValueError(f"solver name {name!r}: use a letter then letters, digits, '_' or '-', at most 32 characters")
         return solvers
+
+    @model_validator(mode="after")
+    def _portfolio_elsewhere(self) -> Params:
+        if self.portfolio.select_split == self.frontier.split:
+            raise ValueError(f"portfolio.select_split {self.frontier.split!r} is frontier.split too: portfolios chosen on the "
+                             "items they are reported on look better than they are; set portfolio.select_split to another split")
+        return self
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,9 +268,10 @@ def explain(error: ValidationError, model: type = Params) -> list[str]:
             problems.append(f"{dotted(loc)}: unknown key{hint}")
         elif err["type"] == "missing":
             problems.append(f"{dotted(loc)}: required key is missing")
+        elif not loc:  # a check across sections (Params' own validators): its message names the keys; the input is the whole file
+            problems.append(err["msg"].removeprefix("Value error, "))
         else:
-            where = dotted(loc) or "(top level)"
-            problems.append(f"{where}: {err['msg']} (got {err.get('input')!r:.80})")
+            problems.append(f"{dotted(loc)}: {err['msg']} (got {err.get('input')!r:.80})")
     return problems
 
 

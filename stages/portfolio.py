@@ -1,0 +1,14 @@
+"""Stage `portfolio`: which k models, in which arrangement, to deploy, chosen on
+`portfolio.select_split` and reported on `frontier.split` (metrics/portfolio.json, plots/portfolio/)."""
+
+from delegation_lab.portfolio import portfolio_table, write_portfolio
+from delegation_lab.stage import StageContext, run_stage
+
+
+def portfolio(ctx: StageContext) -> None:
+    """Choose and measure the portfolios of k = 1 .. portfolio.max_k models."""
+    print(portfolio_table(write_portfolio(ctx.layout, ctx.params)), end="")
+
+
+if __name__ == "__main__":
+    run_stage("portfolio", portfolio)
