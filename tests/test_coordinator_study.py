@@ -108,7 +108,7 @@ def test_a_cache_missing_train_items_is_refused(tmp_path):
     assert "B.parquet" in str(e.value) and "5 of 160 train items" in str(e.value) and "solve@B" in str(e.value)
 
 
-def test_the_stage_exits_1_naming_the_route_before_training(tmp_path):
+def test_the_stage_exits_2_naming_the_route_at_the_params_check(tmp_path):
     write_fake_cache(tmp_path)
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["coordinator"]["routes"] = [["A"], ["A", "Q"]]
@@ -117,7 +117,7 @@ def test_the_stage_exits_1_naming_the_route_before_training(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "stages" / "coordinator.py"), "--params", "params.yaml"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO / "src"), "DLAB_NO_PROGRESS": "1", "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert "coordinator.routes[1]: unknown solver(s) ['Q']" in proc.stderr
     assert not (tmp_path / "metrics").exists() and not (tmp_path / "results").exists()
 

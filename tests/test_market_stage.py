@@ -44,9 +44,9 @@ def test_bad_params_exit_2_naming_the_key(tmp_path, mutate, needle):
     assert code == 2 and needle in err, err
 
 
-def test_unknown_solver_and_missing_labels_exit_1_before_any_work(tmp_path):
+def test_unknown_solver_exits_2_and_missing_labels_exit_1_before_any_work(tmp_path):
     code, err = run_stage(tmp_path, lambda r: r["market"]["answers"].update(solvers=["A", "Z"]))
-    assert code == 1 and "market.answers.solvers: unknown solver(s) ['Z']" in err
+    assert code == 2 and "market.answers.solvers: unknown solver(s) ['Z']" in err
     code, err = run_stage(tmp_path, lambda r: None)
     assert code == 1 and "labels not found" in err and "dvc repro" in err
 

@@ -115,7 +115,7 @@ def test_bad_params_and_missing_labels_fail_clearly(redref_project, tmp_path):
     bad = dict(params, redref={**params["redref"], "cached": {**params["redref"]["cached"], "solvers": ["A", "Q"]}})
     bad_yaml.write_text(yaml.safe_dump(bad))
     proc = stage_here(project, "redref", "--params", str(bad_yaml))
-    assert proc.returncode == 1 and re.search(r"redref.cached.solvers: unknown solver\(s\) \['Q'\]", proc.stderr)
+    assert proc.returncode == 2 and re.search(r"redref.cached.solvers: unknown solver\(s\) \['Q'\]", proc.stderr)
 
     copy = tmp_path / "nolabels"
     shutil.copytree(project, copy, ignore=shutil.ignore_patterns("labels.parquet", "mlflow.db"))

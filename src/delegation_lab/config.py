@@ -208,7 +208,8 @@ class Params(ParamsModel):
     embed: EmbedParams = EmbedParams()
     """Question embeddings and text features of every item (stage `embed`)."""
     routers: RoutersParams = RoutersParams()
-    """The field's standard routers: kNN, MLP, MF, cluster, threshold, learned cascade (stage `routers`)."""
+    """The field's standard routers: kNN, MLP, MF, cluster, threshold, learned cascade (stage `routers`),
+    routing among every solver in `solvers`, however many (no count is refused)."""
 
     @field_validator("solvers")
     @classmethod
@@ -226,6 +227,39 @@ class Params(ParamsModel):
             raise ValueError(f"portfolio.select_split {self.frontier.split!r} is frontier.split too: portfolios chosen on the "
                              "items they are reported on look better than they are; set portfolio.select_split to another split")
         return self
+
+    @model_validator(mode="after")
+    def _solver_sets(self) -> Params:
+        """Every study's solver subset against `solvers`, and the limits the methods need (one line each)."""
+        solvers = list(self.solvers)
+        problems = []
+        if self.coordinator.enabled:
+            problems += self.coordinator.solver_set_problems(solvers)
+        if self.market.enabled and self.market.answers.enabled:
+            problems += subset_problems("market.answers.solvers", self.market.answers.solvers, solvers, least=1)
+        if self.redref.enabled and self.redref.cached.enabled:
+            problems += subset_problems("redref.cached.solvers", self.redref.cached.solvers, solvers, least=2)
+        if self.routers.enabled:
+            for key in ("strong", "weak"):
+                name = getattr(self.routers.threshold, key)
+                problems += subset_problems(f"routers.threshold.{key}", None if name is None else [name], solvers, least=1)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+
+def subset_problems(key: str, names: list[str] | None, solvers: list[str], least: int) -> list[str]:
+    """A study's named subset of `solvers` (null = all of them): known names, distinct, at least `least`."""
+    if names is None:
+        return []
+    unknown = [s for s in names if s not in solvers]
+    if unknown:
+        return [f"{key}: unknown solver(s) {unknown}; params `solvers` defines {solvers}"]
+    if len(set(names)) != len(names):
+        return [f"{key}: names repeat in {names}"]
+    if len(names) < least:
+        return [f"{key}: needs at least {least} solvers, got {names}"]
+    return []
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,7 +302,9 @@ def explain(error: ValidationError, model: type = Params) -> list[str]:
             problems.append(f"{dotted(loc)}: unknown key{hint}")
         elif err["type"] == "missing":
             problems.append(f"{dotted(loc)}: required key is missing")
-        elif not loc:  # a check across sections (Params' own validators): its message names the keys; the input is the whole file
+        elif err["type"] == "value_error" and not loc:  # Params' cross-section checks name their keys, one line each
+            problems += str(err["ctx"]["error"]).splitlines()
+        elif not loc:  # another check across sections: its message names the keys; the input is the whole file
             problems.append(err["msg"].removeprefix("Value error, "))
         else:
             problems.append(f"{dotted(loc)}: {err['msg']} (got {err.get('input')!r:.80})")

@@ -25,6 +25,7 @@ the 52 distinct outcomes in which somebody answers, each named by its lowest-ind
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +69,18 @@ def management_actions(routes: list[list[str]], solvers: tuple[str, ...]) -> Act
     handoffs = np.array([len(r) - 1 for r in routes], dtype=np.int64)
     names = [">".join(r) for r in routes]
     return ActionTable(solvers, names, answers, handoffs, np.zeros((len(routes), len(solvers)), dtype=np.int64))
+
+
+def joint_action_count(n: int) -> int:
+    """Joint actions of n delegation agents: (2^n - 1) kickoff sets x n^n local choices (2: 12, 3: 189,
+    4: 3840, 5: 96 875); `delegation_actions` enumerates every one of them."""
+    return (2**n - 1) * n**n
+
+
+def fixed_order_count(elements: int, max_attempts: int) -> int:
+    """Orders the `fixed_order` baseline plays: ordered sequences of 1 .. max_attempts distinct
+    elements (routes or solvers), as `baselines.fixed_orders` builds them (3 at 3 attempts: 15)."""
+    return sum(math.perm(elements, k) for k in range(1, min(max_attempts, elements) + 1))
 
 
 def kickoff_sets(n: int) -> list[tuple[int, ...]]:

@@ -8,10 +8,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from delegation_lab.coordinator.actions import fixed_order_count, joint_action_count
 from delegation_lab.params_model import ParamsModel, StudyParams
 
 STUDIES = ("management", "delegation")
 METHODS = ("dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle", "fixed_order")
+# The delegation study enumerates its joint space in Python (`actions.delegation_actions`): 5 agents'
+# 96 875 joint actions take ~2 s and give a 2866-way Q head; 6 agents' 2.9 M would take minutes and
+# a head of tens of thousands of outcomes no 1000-episode DQN learns. The method's ceiling, not a knob.
+JOINT_ACTIONS_CEILING = joint_action_count(5)
 
 
 class DqnParams(ParamsModel):
@@ -64,7 +69,21 @@ class CoordinatorParams(StudyParams):
     routes: list[list[str]] | None = None
     """Management routes, each a handoff path from the top manager whose last solver answers; null = the prefixes of the `solvers` order (A; A->B; A->B->C)."""
     agents: list[str] | None = None
-    """Delegation agents (2 to 4 solver names); null = every solver in `solvers` order."""
+    """Delegation agents (2 or more distinct names from `solvers`, as many as `max_joint_actions`
+    admits: 4 by default); null = every solver in `solvers` order. They are also the columns of both
+    environments' observations, so every route must stay among them."""
+    max_joint_actions: int = Field(3840, ge=joint_action_count(2), le=JOINT_ACTIONS_CEILING)
+    """Most joint actions the delegation study may enumerate: n agents give (2^n - 1) x n^n of them
+    (2: 12, 3: 189, 4: 3840, 5: 96 875) and the Q-network's head is their distinct answering outcomes
+    (7, 52, 393, 2866). 3840 admits 4 agents; a solver set above it fails the params check (name
+    fewer `agents`). At most 96 875 (5 agents): the space is enumerated in Python, and 6 agents'
+    2.9 M joint actions are beyond what the method can enumerate or a DQN can learn."""
+    max_fixed_orders: int = Field(100, ge=1)
+    """Most orders the `fixed_order` baseline may play per environment (each is `seeds` lanes played
+    through every training episode, so its time grows linearly with the count): every sequence of 1 ..
+    max_attempts distinct routes (management) or agents (delegation); with max_attempts 3, 3 of them
+    give 15 orders, 4 give 40, 5 give 85, 42 give 70 644. Above it the params check fails: list a few
+    `routes` (null routes are one per agent), name fewer `agents`, or drop fixed_order from `methods`."""
     packet_size: int = Field(32, ge=1)
     """Items per episode (a packet of train items drawn without replacement)."""
     max_attempts: int = Field(3, ge=1)
@@ -134,6 +153,53 @@ class CoordinatorParams(StudyParams):
                 raise ValueError(f"routes must include the manager alone ([{self.routes[0][0]}]) for always_a")
             if len({tuple(r) for r in self.routes}) != len(self.routes):
                 raise ValueError("routes must not repeat")
-        if self.agents is not None and not (2 <= len(self.agents) <= 4 and len(set(self.agents)) == len(self.agents)):
-            raise ValueError(f"agents needs 2 to 4 distinct solver names (got {self.agents})")
+        if self.agents is not None and not (2 <= len(self.agents) and len(set(self.agents)) == len(self.agents)):
+            raise ValueError(f"agents needs 2 or more distinct solver names (got {self.agents})")
         return self
+
+    def uses_delegation(self) -> bool:
+        return "delegation" in self.studies or ("delegation" in self.sweep.studies and self.sweep.seeds > 0)
+
+    def solver_set_problems(self, solvers: list[str]) -> list[str]:
+        """What the params check refuses in this section's solver sets, given params `solvers`:
+        unknown names, routes off the agents, and sets above the limits the method needs."""
+        known = set(solvers)
+        problems = []
+        named = [("coordinator.agents", self.agents or [])] + [(f"coordinator.routes[{i}]", r) for i, r in enumerate(self.routes or [])]
+        for key, names in named:
+            unknown = [s for s in names if s not in known]
+            if unknown:
+                problems.append(f"{key}: unknown solver(s) {unknown}; params `solvers` defines {list(solvers)}")
+        columns = list(self.agents) if self.agents is not None else list(solvers)
+        off = sorted(({s for r in self.routes or [] for s in r} - set(columns)) & known)
+        if off and self.agents is not None:
+            problems.append(f"coordinator.routes: use {off}, which coordinator.agents {columns} leaves out; "
+                            "both environments share one observation layout over the agents")
+        n = len(columns)
+        which = f"{n} agents" if self.agents is not None else f"null means every solver: {n} agents"
+        if self.uses_delegation() and joint_action_count(n) > self.max_joint_actions:
+            fit = max(k for k in range(2, 6) if joint_action_count(k) <= self.max_joint_actions)
+            problems.append(f"coordinator.agents: {which} give {_count(joint_action_count(n))} joint actions of the delegation "
+                            f"study, above coordinator.max_joint_actions {self.max_joint_actions} ({fit} agents; the method "
+                            f"enumerates at most {JOINT_ACTIONS_CEILING}, 5 agents): name at most {fit} agents or drop "
+                            "delegation from coordinator.studies and coordinator.sweep.studies")
+        if "fixed_order" in self.methods:
+            routes = len(self.routes) if self.routes is not None else n
+            orders = fixed_order_count(routes, self.max_attempts)
+            if "management" in self.studies and orders > self.max_fixed_orders:
+                what = f"{routes} routes" if self.routes is not None else f"null means one route per agent, the prefixes of the {n} agents: {routes} routes"
+                example = [columns[: k + 1] for k in range(min(3, n))]
+                problems.append(f"coordinator.routes: {what}, whose fixed orders at max_attempts {self.max_attempts} number "
+                                f"{_count(orders)}, above coordinator.max_fixed_orders {self.max_fixed_orders}: list a few routes "
+                                f"from the manager (e.g. {example}), or drop fixed_order from coordinator.methods")
+            orders = fixed_order_count(n, self.max_attempts)
+            if "delegation" in self.studies and orders > self.max_fixed_orders and joint_action_count(n) <= self.max_joint_actions:
+                problems.append(f"coordinator.agents: {which}, whose fixed orders at max_attempts {self.max_attempts} number "
+                                f"{orders}, above coordinator.max_fixed_orders {self.max_fixed_orders}: name fewer agents, "
+                                "raise max_fixed_orders or drop fixed_order from coordinator.methods")
+        return problems
+
+
+def _count(n: int) -> str:
+    """A count for an error message: exact while readable, else in scientific notation."""
+    return str(n) if n < 10**9 else f"{float(n):.2e}"

@@ -281,9 +281,11 @@ class AnswersParams(ParamsModel):
     enabled: bool = True
     """Run the market over the cached solver answers (domain 2) and write summary rows for the frontier."""
     solvers: list[str] | None = None
-    """Solvers that become bidding agents; null = every solver in params `solvers`."""
-    agents_per_solver: int = Field(1, ge=1, le=16)
-    """Agents backed by each frozen solver (clones differ only in cost, see cost_spread)."""
+    """Solvers that become bidding agents (distinct names from params `solvers`, any number); null =
+    every solver in params `solvers`. The market's tensors and time grow linearly with the agents
+    (solvers x agents_per_solver), so no count is refused."""
+    agents_per_solver: int = Field(1, ge=1)
+    """Agents backed by each frozen solver (clones differ only in cost, see cost_spread); any number."""
     cost_spread: float = Field(0.1, ge=0)
     """Clone j of N pays the cached cost x (1 + cost_spread x j / (N - 1)); no effect with one agent per solver."""
     reward_multiples: list[Annotated[float, Field(gt=0)]] = [0.5, 1.0, 2.0, 5.0, 10.0, 50.0]

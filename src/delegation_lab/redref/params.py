@@ -216,7 +216,8 @@ class CachedParams(ParamsModel):
     enabled: bool = True
     """Route the held-out items among cached solver answers (summary rows for the frontier)."""
     solvers: list[str] | None = None
-    """Arms (solver names from `solvers`); null = every solver."""
+    """Arms: 2 or more distinct solver names from `solvers`, any number (Thompson sampling keeps one
+    Beta per arm; the cooldown releases the soonest arm when all cool); null = every solver."""
     budgets: list[float] = [0.25, 0.5, 1.0, 1.5, 3.0]
     """Per-item budgets B as multiples of the priciest solver's mean cost per item; one operating point each."""
     unlimited: bool = True
