@@ -92,6 +92,12 @@ def frontier_dataset_options(con: duckdb.DuckDBPyConnection, dataset: str) -> di
     }
 
 
+# The MLflow runs behind each (study, method, operating point), from the run index (`runs` view):
+# the stages' tables carry no run ids, so an unchanged rerun leaves them byte-identical.
+POINT_RUNS = """SELECT study, method, operating_point, string_agg(DISTINCT run_id, ',' ORDER BY run_id) AS run_ids
+                FROM runs GROUP BY study, method, operating_point"""
+
+
 def frontier_points(
     con: duckdb.DuckDBPyConnection, dataset: str, verifier: str, solver_sets: list[str], studies: list[str]
 ) -> pl.DataFrame:
@@ -107,9 +113,9 @@ def frontier_points(
                coalesce(verifier, '{NONE_LABEL}') AS verifier,
                coalesce(dataset, '{NONE_LABEL}') AS dataset,
                coalesce({SOLVER_SET}, '{NONE_LABEL}') AS solver_set,
-               coalesce(run_ids, '') AS run_ids, on_pareto AS on_pareto_all,
-               row_number() OVER () AS file_row
-        FROM frontier
+               coalesce(r.run_ids, '') AS run_ids, on_pareto AS on_pareto_all, file_row
+        FROM (SELECT *, row_number() OVER () AS file_row FROM frontier) AS f
+        LEFT JOIN ({POINT_RUNS}) AS r USING (study, method, operating_point)
         WHERE coalesce(dataset, '{NONE_LABEL}') = $dataset
           AND (coalesce(verifier, '{NONE_LABEL}') = $verifier OR (verifier = 'oracle' AND study = 'baselines'))
           AND list_contains($solver_sets, coalesce({SOLVER_SET}, '{NONE_LABEL}'))
@@ -342,7 +348,7 @@ def study_summary(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
                count(DISTINCT seed) AS n_seeds,
                CAST(round(avg(n_items)) AS BIGINT) AS n_items,
                string_agg(DISTINCT run_id, ',' ORDER BY run_id) AS run_ids
-        FROM summaries
+        FROM summaries LEFT JOIN runs USING (study, method, seed, split, operating_point)
         WHERE study = $study
         GROUP BY method, split, operating_point
         ORDER BY split, method, operating_point
@@ -615,7 +621,7 @@ def point_runs(con: duckdb.DuckDBPyConnection, study: str, method: str, operatin
     """The MLflow runs behind a point (its summary rows' run ids)."""
     return _values(
         con,
-        """SELECT DISTINCT run_id FROM summaries
+        """SELECT DISTINCT run_id FROM runs
            WHERE study = $study AND method = $method AND operating_point = $op AND split = $split AND run_id IS NOT NULL
            ORDER BY run_id""",
         {"study": study, "method": method, "op": operating_point, "split": split},

@@ -84,7 +84,7 @@ from delegation_lab.frontier_curves import Anchors, aiq, apgr, cpt, hull  # noqa
 from delegation_lab.routing_metrics import field_metrics
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
-                 "solver_set", "run_id", "verifier"]
+                 "solver_set", "verifier"]
 BASELINE_KINDS = ("single", "mixture", "cascade")
 
 
@@ -113,7 +113,6 @@ def aggregate(points: pl.DataFrame) -> pl.DataFrame:
             pl.col("calls_per_item").mean(),
             pl.col("seed").n_unique().cast(pl.Int64).alias("n_seeds"),
             pl.col("solver_set").first(),
-            pl.col("run_id").drop_nulls().unique().sort().str.join(",").alias("run_ids"),
         )
     )
 
@@ -302,7 +301,7 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
                 continue  # one oracle
             rows.append(p.row)
             values.add((*(p.row[k] for k in POINT_KEYS[:3]), dataset, p.row["verifier"]), p.correct, p.cost, m.item_ids)
-    points = pl.DataFrame(rows, schema_overrides={"run_id": pl.String}).with_columns(pl.lit(dataset).alias("dataset"))
+    points = pl.DataFrame(rows).with_columns(pl.lit(dataset).alias("dataset"))
     if study_points.height:
         points = pl.concat([points, study_points.select([*POINT_COLUMNS, "dataset"])], how="vertical_relaxed")
     if outcomes is not None and outcomes.height:

@@ -72,7 +72,7 @@ def baseline_row(method: str, kind: str, acc: float, cost: float, calls: float, 
     return {
         "study": "baselines", "method": method, "operating_point": op, "kind": kind, "seed": seed,
         "accuracy": float(acc), "cost_per_item_usd": float(cost), "calls_per_item": float(calls),
-        "solver_set": ",".join(solvers), "run_id": None, "verifier": verifier,
+        "solver_set": ",".join(solvers), "verifier": verifier,
     }
 
 
@@ -173,5 +173,4 @@ def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Veri
 
 def baseline_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier = DEFAULT_VERIFIER,
                     search: SolverMatrix | None = None) -> pl.DataFrame:
-    return pl.DataFrame([p.row for p in baseline_item_points(m, params, verifier, search).points],
-                        schema_overrides={"run_id": pl.String})
+    return pl.DataFrame([p.row for p in baseline_item_points(m, params, verifier, search).points])

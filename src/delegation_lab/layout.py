@@ -95,6 +95,14 @@ class Layout:
         return self.summaries_dir / f"{study}.parquet"
 
     @property
+    def runs_dir(self) -> Path:
+        """The MLflow run ids behind the summary rows: no stage depends on them (see RUN_INDEX_SCHEMA)."""
+        return self.results_dir / "runs"
+
+    def runs(self, study: str) -> Path:
+        return self.runs_dir / f"{study}.parquet"
+
+    @property
     def outcomes_dir(self) -> Path:
         return self.results_dir / "outcomes"
 

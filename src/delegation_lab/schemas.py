@@ -99,8 +99,19 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "n_items": pl.Int64,
     "dataset": pl.String,
     "solver_set": pl.String,  # comma-joined solver names the method could use
-    "run_id": pl.String,  # MLflow run that produced the row (nullable)
     "verifier": pl.String,  # the Verifier.name whose verdicts made the method's accept decisions
+}
+
+# The MLflow run behind each summary row (results/runs/<study>.parquet). Kept out of the summaries
+# because a rerun mints new run ids: no stage depends on this table, so an unchanged rerun leaves
+# the frontier clean. The dashboard joins it on (study, method, seed, split, operating_point).
+RUN_INDEX_SCHEMA: dict[str, pl.DataType] = {
+    "study": pl.String,
+    "method": pl.String,
+    "seed": pl.Int64,
+    "split": pl.String,
+    "operating_point": pl.String,
+    "run_id": pl.String,
 }
 
 # Per-agent Shapley credit of replayed trajectories (results/credit/<study>.parquet, `dlab credit`).
@@ -124,7 +135,6 @@ FRONTIER_SCHEMA: dict[str, pl.DataType] = {
     "calls_per_item": pl.Float64,
     "n_seeds": pl.Int64,
     "solver_set": pl.String,
-    "run_ids": pl.String,  # comma-joined MLflow runs behind the point
     "accuracy_ci_low": pl.Float64,  # item-level bootstrap interval (null: the study wrote no outcomes)
     "accuracy_ci_high": pl.Float64,
     "cost_ci_low": pl.Float64,

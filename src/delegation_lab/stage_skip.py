@@ -67,11 +67,13 @@ def declared_outputs(layout: Layout, stage: str) -> list[tuple[str, dict[str, An
 
 
 def _table_schema(layout: Layout, path: Path) -> dict[str, pl.DataType]:
-    """The contract of a study's summaries or outcomes table; other tables are empty with no columns."""
-    from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+    """The contract of a study's summaries, run index or outcomes table; other tables are empty with no columns."""
+    from delegation_lab.schemas import OUTCOME_SCHEMA, RUN_INDEX_SCHEMA, SUMMARY_SCHEMA
 
     if path.parent == layout.summaries_dir:
         return SUMMARY_SCHEMA
+    if path.parent == layout.runs_dir:
+        return RUN_INDEX_SCHEMA
     if path.parent == layout.outcomes_dir:
         return OUTCOME_SCHEMA
     return {}

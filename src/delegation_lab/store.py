@@ -22,7 +22,7 @@ import polars as pl
 
 from delegation_lab.errors import InputError
 from delegation_lab.layout import Layout
-from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.schemas import RUN_INDEX_SCHEMA, SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 from delegation_lab.tables import conform, write_parquet_atomic
 from delegation_lab.views import empty_view, view_layout
 
@@ -107,18 +107,22 @@ class TrajectoryWriter:
 
 
 def write_summaries(layout: Layout, study: str, rows: pl.DataFrame | list[dict[str, Any]]) -> Path:
-    """Replace results/summaries/<study>.parquet (validated against SUMMARY_SCHEMA)."""
+    """Replace results/summaries/<study>.parquet (validated against SUMMARY_SCHEMA) and its run index
+    results/runs/<study>.parquet: the rows' `run_id`s (new on every rerun) go only to the index, so
+    an unchanged rerun writes the same summary bytes and leaves the stages that read them clean."""
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(rows, infer_schema_length=None)
-    for column, dtype in SUMMARY_SCHEMA.items():
+    for column, dtype in {**SUMMARY_SCHEMA, **RUN_INDEX_SCHEMA}.items():
         if column not in frame.columns and column in ("return", "run_id", "solver_set", "calls_per_item", "verifier"):
             frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(column))
     if "study" in frame.columns and set(frame["study"].unique().to_list()) != {study}:
         raise InputError(f"summaries of {study}: rows name other studies {frame['study'].unique().to_list()}")
     try:
-        frame = conform(frame, SUMMARY_SCHEMA, f"summaries of {study}").select(list(SUMMARY_SCHEMA))
+        summaries = conform(frame.drop("run_id"), SUMMARY_SCHEMA, f"summaries of {study}").select(list(SUMMARY_SCHEMA))
+        runs = conform(frame.select(list(RUN_INDEX_SCHEMA)), RUN_INDEX_SCHEMA, f"run index of {study}")
     except ValueError as e:
         raise InputError(str(e)) from None
-    return write_parquet_atomic(frame, layout.summaries(study))
+    write_parquet_atomic(runs.filter(pl.col("run_id").is_not_null()), layout.runs(study))
+    return write_parquet_atomic(summaries, layout.summaries(study))
 
 
 def _quote(path: Path | str) -> str:

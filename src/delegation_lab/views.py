@@ -1,5 +1,5 @@
 """The DuckDB views over every table (`items`, `answers`, `labels`, `ability_map`, `trajectories`,
-`summaries`, `outcomes`, `frontier`, `credit`): where each view's Parquet files are and its schema
+`summaries`, `runs`, `outcomes`, `frontier`, `credit`): where each view's Parquet files are and its schema
 when none exist yet. `store.connect` (the project's own reads) and `sealed_query` (`dlab query`)
 both build their views from here."""
 
@@ -19,6 +19,7 @@ from delegation_lab.schemas import (
     ITEMS_SCHEMA,
     LABELS_SCHEMA,
     OUTCOME_SCHEMA,
+    RUN_INDEX_SCHEMA,
     SUMMARY_SCHEMA,
     TRAJECTORY_SCHEMA,
 )
@@ -46,6 +47,7 @@ def view_layout(root: Path) -> dict[str, tuple[Path, str, dict[str, pl.DataType]
         "items": (layout.items_dir, "*.parquet", ITEMS_SCHEMA, False),
         "answers": (layout.answers_dir, "*.parquet", ANSWERS_SCHEMA, False),
         "summaries": (layout.summaries_dir, "*.parquet", SUMMARY_SCHEMA, False),
+        "runs": (layout.runs_dir, "*.parquet", RUN_INDEX_SCHEMA, False),  # MLflow run of each summary row
         "outcomes": (layout.outcomes_dir, "*.parquet", OUTCOME_SCHEMA, False),  # item-level, held-out
         "credit": (layout.credit_dir, "*.parquet", CREDIT_SCHEMA, False),  # `dlab credit` tables
         "trajectories": (layout.trajectories_dir, "study=*/method=*/seed=*/*.parquet", trajectory_schema, True),
