@@ -137,7 +137,7 @@ def test_compare_page_matches_duckdb_and_the_paired_bootstrap(app, synthetic_pro
     assert sorted(shown["item_id"]) == disagree["item_id"].to_list() and len(shown) > 0
     first = shown.iloc[0]
     assert first["follow A"] == f"trajectories?study={STUDY}&method=dqn_map&item={first['item_id']}"
-    runs = sql(synthetic_project, "SELECT DISTINCT run_id FROM summaries WHERE method = 'dqn_map' ORDER BY run_id")["run_id"].to_list()
+    runs = sql(synthetic_project, "SELECT DISTINCT run_id FROM runs WHERE method = 'dqn_map' ORDER BY run_id")["run_id"].to_list()
     links = " ".join(m.value for m in at.markdown)
     for run in runs:
         assert f"(http://127.0.0.1:5000/#/runs/{run})" in links

@@ -111,7 +111,7 @@ def test_frontier_merges_study_summaries():
         schema=SUMMARY_SCHEMA)
     table, metrics = build_frontier(labeled, summaries, FrontierParams(mixture_points=1, cascade={"seeds": 1}), "x")
     study = table.filter(pl.col("study") == "s").row(0, named=True)
-    assert study["n_seeds"] == 3 and study["accuracy"] == pytest.approx(0.72) and study["run_ids"] == "r0,r1,r2"
+    assert study["n_seeds"] == 3 and study["accuracy"] == pytest.approx(0.72)
     assert study["on_pareto"]  # 0.72 at $0.50 beats every baseline at that price
     assert not table.filter(pl.col("kind") == "oracle")["on_pareto"].any()
     assert table.filter(pl.col("method") == "env.oracle")["kind"].to_list() == ["oracle"]  # a study's oracle: upper bound
