@@ -60,8 +60,8 @@ def test_smoke_repro_writes_every_output(smoke):
     test = summaries.filter(pl.col("split") == "test")
     orders = test.filter(pl.col("method").str.ends_with(".fixed_order"))
     test = test.filter(~pl.col("method").str.ends_with(".fixed_order"))  # baselines without MLflow runs
-    assert orders.height == 2 * 15 * seeds and orders["run_id"].is_null().all()
-    assert (test["n_items"] == 300).all() and test["run_id"].is_not_null().all()
+    assert orders.height == 2 * 15 * seeds and orders.join(pl.read_parquet(project / "results" / "runs" / "coordinator.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].is_null().all()
+    assert (test["n_items"] == 300).all() and test.join(pl.read_parquet(project / "results" / "runs" / "coordinator.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].is_not_null().all()
     sweep = len(params["sweep"]["cost_weights"]) - 1
     n_main = 5 * seeds + 7 * seeds  # learned and single baselines: management 5 methods, delegation 7 (mgmt_policy: last and dev-selected)
     assert test.height == n_main + sweep * params["sweep"]["seeds"]

@@ -88,7 +88,7 @@ def test_summaries_are_on_their_own_dataset(stage_root):
     test = s.filter(pl.col("split") == "test")
     assert sorted(test["method"].unique()) == sorted(SMOKE_METHODS) and test.height == 2 * len(SMOKE_METHODS)
     assert (test["n_items"] == 100 * 2).all()  # test_tasks x eval_replicates
-    assert test["run_id"].null_count() == 0
+    assert test.join(pl.read_parquet(stage_root / "results" / "runs" / "credit.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0
     m = json.loads((stage_root / "metrics" / "credit.json").read_text())
     sharp = test.filter(pl.col("method") == "sharp")
     assert 100 * sharp["accuracy"].mean() == pytest.approx(m["sharp"]["accuracy"])
@@ -157,7 +157,7 @@ def test_the_frontier_keeps_the_simulated_task_apart(stage_root):
                             "cost_usd": [1e-3] * 4 + [1e-5] * 4})
     other = pl.DataFrame([{"study": "s", "method": "m", "seed": 0, "split": "test", "operating_point": "default",
                            "accuracy": 0.6, "cost_per_item_usd": 5e-4, "calls_per_item": 1.0, "return": None,
-                           "n_items": 4, "dataset": "arith", "solver_set": "A,B", "run_id": None}], schema=SUMMARY_SCHEMA)
+                           "n_items": 4, "dataset": "arith", "solver_set": "A,B"}], schema=SUMMARY_SCHEMA)
     credit = pl.read_parquet(stage_root / "results" / "summaries" / "credit.parquet")
     params = FrontierParams(mixture_points=1, cascade={"seeds": 1})
     alone, metrics_alone = build_frontier(labeled, other, params, "arith")

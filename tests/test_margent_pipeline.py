@@ -68,7 +68,7 @@ def test_repro_writes_every_output(smoke_dag):
     assert (summaries["split"] == "test").all() and (summaries["n_items"] == 120).all()
     assert set(summaries["method"]) == {"margent", "margent-candidate", "margent-forced-verifier", "margent-force-all", "margent-prompted"}
     assert summaries.filter(pl.col("method") == "margent").height == 6 * 2  # ρ x seeds
-    assert (summaries["cost_per_item_usd"] > 0).all() and summaries["run_id"].is_not_null().all()
+    assert (summaries["cost_per_item_usd"] > 0).all() and summaries.join(pl.read_parquet(project / "results" / "runs" / "margent.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].is_not_null().all()
     assert (summaries["solver_set"] == "C").all() and (summaries["dataset"] == "arith").all()
     assert summaries["verifier"].unique().to_list() == [m["verifier"]["name"]]
     outcomes = pl.read_parquet(project / "results" / "outcomes" / "margent.parquet")

@@ -77,7 +77,7 @@ def test_repro_market_writes_metrics_summaries_trajectories_plots(repro):
     summaries = pl.read_parquet(project / "results" / "summaries" / "market.parquet")
     assert list(summaries.columns) == list(SUMMARY_SCHEMA)
     assert summaries.height == 7 * params["seeds"] * len(params["answers"]["reward_multiples"])
-    assert set(summaries["split"]) == {"test"} and summaries["run_id"].null_count() == 0
+    assert set(summaries["split"]) == {"test"} and summaries.join(pl.read_parquet(project / "results" / "runs" / "market.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0
     assert summaries["verifier"].n_unique() == 1 and summaries["verifier"][0] == metrics["verifier"]["name"]
     outcomes = pl.read_parquet(project / "results" / "outcomes" / "market.parquet")
     keys = ["method", "operating_point", "seed"]

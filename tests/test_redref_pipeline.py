@@ -56,7 +56,7 @@ def test_repro_redref_writes_metrics_summaries_trajectories_plots(redref_project
     assert set(summaries["method"]) == {"redref", "redref-budget-aware", "random-delegation"}
     assert set(summaries["operating_point"]) == {"B=0.5x", "B=1x", "B=inf"}
     assert summaries.height == 3 * 3 * 3 and (summaries["split"] == "test").all() and (summaries["n_items"] == 300).all()
-    assert summaries["run_id"].null_count() == 0 and summaries["solver_set"].unique().to_list() == ["A,B,C"]
+    assert summaries.join(pl.read_parquet(project / "results" / "runs" / "redref.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0 and summaries["solver_set"].unique().to_list() == ["A,B,C"]
     assert summaries["accuracy"].is_between(0, 1).all() and (summaries["calls_per_item"] >= 1).all()
     unlimited = summaries.filter((pl.col("operating_point") == "B=inf") & (pl.col("method") == "redref"))
     assert unlimited["accuracy"].mean() > 0.9

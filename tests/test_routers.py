@@ -194,7 +194,7 @@ def test_repro_routers_writes_summaries_outcomes_trajectories_metrics_models(rou
     summaries = pl.read_parquet(project / "results" / "summaries" / "routers.parquet")
     assert list(summaries.columns) == list(SUMMARY_SCHEMA) and (summaries["split"] == "test").all()
     assert summaries["verifier"].n_unique() == 1 and summaries["verifier"][0].startswith("judge(")
-    assert set(summaries["method"]) == set(ALL_ROUTERS) and summaries["run_id"].null_count() == 0
+    assert set(summaries["method"]) == set(ALL_ROUTERS) and summaries.join(pl.read_parquet(project / "results" / "runs" / "routers.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0
     outcomes = pl.read_parquet(project / "results" / "outcomes" / "routers.parquet")
     assert list(outcomes.columns) == list(OUTCOME_SCHEMA)
     per_point = outcomes.group_by("method", "operating_point", "seed").agg(pl.col("correct").mean(), pl.col("cost_usd").mean(), pl.len())
