@@ -124,7 +124,8 @@ def test_summary_rows_fit_the_platform_contract(tmp_path):
     assert np.allclose(joined["acc"], joined["accuracy"]) and np.allclose(joined["cost"], joined["cost_per_item_usd"], rtol=1e-5)
     assert list(table.columns) == list(SUMMARY_SCHEMA) and table.height == 4
     assert set(table["operating_point"]) == {"R1x", "R10x"} and set(table["split"]) == {"test"}
-    assert table.filter(pl.col("seed") == 0)["run_id"].to_list() == ["run-a", "run-a"]
+    runs = pl.read_parquet(Layout(tmp_path).runs("market"))  # run ids live in the run index, not the summaries
+    assert runs["seed"].to_list() == [0, 0] and runs["run_id"].to_list() == ["run-a", "run-a"]
     assert ((table["accuracy"] >= 0) & (table["accuracy"] <= 1)).all() and (table["n_items"] == 100).all()
 
 
