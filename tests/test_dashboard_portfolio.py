@@ -57,7 +57,7 @@ def test_portfolio_page_shows_each_k_and_its_models(tmp_path: Path, monkeypatch:
     assert chosen["cost_per_item_usd"].tolist()[1] == pytest.approx(metrics["portfolios"]["2"]["cost_per_item_usd"])
     per_arrangement = table_with(at, "select_accuracy", "candidates", rows=5)  # k = 1 single, k = 2, 3 cascade and router
     assert set(per_arrangement.query("k == 2")["arrangement"]) == {"cascade", "router"}
-    assert [m.label for m in at.metric][0] == "Oracle of all 4 models"
+    assert next(m.label for m in at.metric) == "Oracle of all 4 models"
 
 
 def test_portfolio_page_without_a_portfolio_says_how_to_make_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

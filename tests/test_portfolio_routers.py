@@ -10,7 +10,8 @@ import pytest
 
 from delegation_lab.config import PortfolioParams
 from delegation_lab.errors import ConfigError
-from delegation_lab.portfolio import build_portfolio, portfolio_table
+from delegation_lab.portfolio import build_portfolio
+from delegation_lab.portfolio_report import portfolio_table
 from delegation_lab.portfolio_routers import fit_predict
 from delegation_lab.routers import build_router
 from delegation_lab.routers.base import Inputs

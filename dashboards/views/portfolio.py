@@ -5,7 +5,12 @@ measured on another."""
 import streamlit as st
 
 from dashboards.cached import no_results, project, show_chart
-from dashboards.portfolio import arrangements_table, chosen_table, load_portfolio, portfolio_figure
+from dashboards.portfolio import (
+    arrangements_table,
+    chosen_table,
+    load_portfolio,
+    portfolio_figure,
+)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

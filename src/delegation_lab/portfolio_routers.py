@@ -56,8 +56,9 @@ def embedding_rows(embeddings: pl.DataFrame, m: SolverMatrix, split: str) -> np.
     table = pl.DataFrame({"item_id": m.item_ids}).join(embeddings.select("item_id", "vector"), on="item_id", how="left")
     missing = table["vector"].null_count()
     if missing:
-        raise ConfigError("params.yaml", [f"portfolio.router: {missing} item(s) of split {split!r} have no embedding; "
-                                          "add the split to embed.splits (and rerun `dvc repro embed`) or set portfolio.router: null"])
+        problem = (f"portfolio.router: {missing} item(s) of split {split!r} have no embedding; "
+                   "add the split to embed.splits (and rerun `dvc repro embed`) or set portfolio.router: null")
+        raise ConfigError("params.yaml", [problem])
     return np.asarray(table["vector"].to_list(), dtype=np.float32)
 
 
