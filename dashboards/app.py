@@ -28,6 +28,7 @@ PAGES = [
     st.Page("views/trajectories.py", title="Trajectories", icon=":material/manage_search:", url_path="trajectories"),
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("views/paper.py", title="Paper vs reproduction", icon=":material/article:", url_path="paper"),
+    st.Page("views/portfolio.py", title="Portfolio", icon=":material/stacks:", url_path="portfolio"),
 ]
 
 page = st.navigation(PAGES)

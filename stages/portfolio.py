@@ -1,7 +1,8 @@
 """Stage `portfolio`: which k models, in which arrangement, to deploy, chosen on
 `portfolio.select_split` and reported on `frontier.split` (metrics/portfolio.json, plots/portfolio/)."""
 
-from delegation_lab.portfolio import portfolio_table, write_portfolio
+from delegation_lab.portfolio import write_portfolio
+from delegation_lab.portfolio_report import portfolio_table
 from delegation_lab.stage import StageContext, run_stage
 
 

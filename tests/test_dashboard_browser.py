@@ -299,3 +299,45 @@ def test_every_view_renders_on_a_replay_dataset_smoke_run(replayed_dag: tuple[Pa
     tests/test_replay_any_dataset.py checks), then every view of its results."""
     timings = visit_every_view(replayed_dag[0], "replay")
     assert any(name.startswith("frontier:") for name in timings)
+
+
+@pytest.mark.parametrize("project", ["toy", "zeroeval_gsm8k"])
+def test_portfolio_page_renders_in_chromium(project: str, tmp_path: Path) -> None:
+    """The Portfolio page over a metrics/portfolio.json: the toy's (a router chosen at k = 2) and the
+    42-model experiment's, when this checkout has it."""
+    from tests.test_dashboard_portfolio import write_portfolio_metrics
+
+    if project == "toy":
+        root = tmp_path / "project"
+        write_portfolio_metrics(root)
+    else:
+        root = REPO / "experiments" / project
+        if not (root / "metrics" / "portfolio.json").exists():
+            pytest.skip(f"no metrics/portfolio.json in experiments/{project} (dvc checkout there)")
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    srv = Server(root, tmp_path / "streamlit.log")
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1600})
+                page.goto(f"{srv.url}/portfolio", wait_until="domcontentloaded")
+                settle(page)
+                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+                page.wait_for_timeout(1000)
+                assert page.locator("[data-testid='stException']").count() == 0
+                assert "Portfolio" in page.locator("h1").first.inner_text()
+                legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
+                assert [t.split(" ", 1)[0] for t in legend] == [f"k={k}" for k in range(1, len(legend) + 1)], legend
+                if project == "toy":
+                    assert legend[1].startswith("k=2 router knn") and legend[1].endswith("a | b"), legend
+                assert page.locator("[data-testid='stDataFrame']").count() == 2
+                shot = ARTIFACTS / f"dashboard_portfolio_{project}.png"
+                page.screenshot(path=str(shot), full_page=True)
+                assert_nontrivial_png(shot)
+            finally:
+                browser.close()
+    finally:
+        srv.stop()

@@ -11,7 +11,8 @@ import pytest
 from delegation_lab.config import PortfolioParams, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation.verifier import Verifier
-from delegation_lab.portfolio import build_portfolio, plot_portfolio, portfolio_table
+from delegation_lab.portfolio import build_portfolio
+from delegation_lab.portfolio_report import plot_portfolio, portfolio_table
 
 from .conftest import REPO
 

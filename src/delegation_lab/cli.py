@@ -377,10 +377,11 @@ def frontier_table(
 def portfolio(
     project: Annotated[Path, typer.Argument(help="project folder holding params.yaml and data/")] = Path("."),
 ) -> None:
-    """For k = 1 .. portfolio.max_k: the k models and arrangement (single or cost-ordered cascade under
-    the shared verifier) chosen on portfolio.select_split, measured on frontier.split with intervals;
+    """For k = 1 .. portfolio.max_k: the k models and arrangement (single, cost-ordered cascade under
+    the shared verifier, or kNN router) chosen on portfolio.select_split, measured on frontier.split with intervals;
     prints the table and writes metrics/portfolio.json and plots/portfolio/portfolio.png there."""
-    from delegation_lab.portfolio import portfolio_table, write_portfolio
+    from delegation_lab.portfolio import write_portfolio
+    from delegation_lab.portfolio_report import portfolio_table
 
     layout = Layout(project)
     try:

@@ -168,6 +168,15 @@ class PortfolioParams(ParamsModel):
     select_split: Literal["ability", "train", "test"] = "train"
     """Split the portfolios are chosen on; they are reported on `frontier.split`, which it must not be
     (an error): the best of many portfolios chosen on the items it is reported on would flatter it."""
+    router: Literal["knn"] | None = "knn"
+    """Router tried as an arrangement of every k-set the cascade beam shortlists (k >= 2), at each cost
+    weight of its `routers` sweep, with the routers study's settings (`routers.knn`); it reads the
+    `embed` stage's vectors of both splits. kNN only: its predictions for k models are the k columns of
+    one fit on all models, so no k-set is fitted on its own. null = singles and cascades only."""
+    router_folds: int = Field(5, ge=2)
+    """Folds of `select_split` (by a hash of item_id): there each item is routed by the router fitted on
+    the other folds, so routers are chosen on the cascades' items but never on their own training
+    items; on `frontier.split` the router is fitted on the whole `select_split`."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,34 +1,36 @@
 """Portfolio selection: which k of N models, in which arrangement, to deploy (`dlab portfolio`,
 stage `portfolio`, metrics/portfolio.json, plots/portfolio/portfolio.png).
 
-For k = 1 .. `portfolio.max_k` the arrangement of k models is a single solver (k = 1) or the
+For k = 1 .. `portfolio.max_k` the arrangement of k models is a single solver (k = 1), the
 cost-ordered cascade of exactly those k models under the shared verifier (`evaluation.verifier`,
-evaluated as the frontier does: `frontier_cascades.run_cascade`). Candidates, on
-`portfolio.select_split` only: k = 1 every single; k >= 2 the best `portfolio.beam` (k-1)-model
-portfolios (by Pareto layer of (cost, accuracy), as the frontier's cascade beam ranks) each extended
-by every model not in it. Per k the chosen portfolio is the most accurate candidate (the cheapest of
-equals) and `front` lists the candidates not dominated on the selection split; all are then measured
-on `frontier.split` with the frontier's item bootstrap (`ItemBootstrap`, `evaluation.intervals`).
+evaluated as the frontier does: `frontier_cascades.run_cascade`), or a router over them at one of its
+cost weights (`portfolio.router`, `portfolio_routers`). Candidates, on `portfolio.select_split` only:
+k = 1 every single; k >= 2 the best `portfolio.beam` (k-1)-model cascades (by Pareto layer of (cost,
+accuracy), as the frontier's cascade beam ranks) each extended by every model not in it, and the
+router over each k-set so shortlisted at each cost weight. Per k the chosen portfolio is the most
+accurate candidate (the cheapest of equals), `by_arrangement` the most accurate of each arrangement,
+and `front` lists the candidates not dominated on the selection split; all are then measured on
+`frontier.split` with the frontier's item bootstrap (`ItemBootstrap`, `evaluation.intervals`).
 Headlines per k: accuracy / oracle accuracy (the cheapest correct of all models per item) and
 cost / the k = 1 choice's cost (the best single chosen on the selection split), both on the report split.
 
-Cost, with N models, n items, S verifier seeds, B = beam, K = max_k: at most B N candidates per k,
-each cascade O(k S n): O(K^2 B N S n) in all; never a subset enumeration.
+Cost, with N models, n items, S verifier seeds, B = beam, K = max_k: at most B N cascades per k,
+each O(k S n): O(K^2 B N S n) in all; never a subset enumeration. Routers add the same k-sets times
+their L cost weights, O(K^2 B N L n) after F + 1 router fits (`portfolio_routers`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from delegation_lab.config import Params
+from delegation_lab.embeddings import read_embeddings
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation.statistics import ItemBootstrap
 from delegation_lab.evaluation.verifier import Verifier, build_verifier
-from delegation_lab.figures import pyplot, save_figure
 from delegation_lab.frontier_baselines import SolverMatrix
 from delegation_lab.frontier_cascades import (
     CascadeRun,
@@ -39,16 +41,29 @@ from delegation_lab.frontier_cascades import (
     verifier_seeds,
 )
 from delegation_lab.layout import Layout
+from delegation_lab.portfolio_report import plot_portfolio
+from delegation_lab.portfolio_routers import (
+    Predictions,
+    kept,
+    router_predictions,
+    sweep,
+)
 from delegation_lab.tables import read_labeled_answers, write_json_atomic
 
 
 @dataclass(frozen=True)
 class Scored:
-    """One portfolio (columns of the solver matrix, cheap first) with its accuracy and cost on a split."""
+    """One portfolio (columns of the solver matrix, cheap first) with its accuracy and cost on a split;
+    a router's carries its cost weight `knob`."""
 
     order: tuple[int, ...]
     accuracy: float
     cost: float
+    knob: float | None = None
+
+    @property
+    def arrangement(self) -> str:
+        return "router" if self.knob is not None else "single" if len(self.order) == 1 else "cascade"
 
 
 def split_matrix(labeled: pl.DataFrame, split: str, key: str) -> SolverMatrix:
@@ -98,8 +113,21 @@ def candidates(select: Evaluator, max_k: int, beam: int) -> dict[int, list[Score
     return out
 
 
+def router_candidates(pred: Predictions, m: SolverMatrix, by_k: dict[int, list[Scored]], knobs: list[float]) -> dict[int, list[Scored]]:
+    """Per k >= 2, the router over each shortlisted k-set at each cost weight, scored on the selection split."""
+    out: dict[int, list[Scored]] = {}
+    for k, cands in by_k.items():
+        if k >= 2:
+            out[k] = []
+            for c in cands:
+                for knob in knobs:
+                    right, cost = kept(m, pred.route(c.order, knob))
+                    out[k].append(Scored(c.order, float(right.mean()), float(cost.mean()), knob))
+    return out
+
+
 def best(cands: list[Scored]) -> Scored:
-    return min(cands, key=lambda c: (-c.accuracy, c.cost, c.order))
+    return min(cands, key=lambda c: (-c.accuracy, c.cost, c.order, c.knob is not None, c.knob or 0.0))
 
 
 def front(cands: list[Scored]) -> list[Scored]:
@@ -111,8 +139,9 @@ def _pair(lo_hi: tuple[float, float]) -> list[float]:
     return [float(lo_hi[0]), float(lo_hi[1])]
 
 
-def build_portfolio(labeled: pl.DataFrame, params: Params, verifier: Verifier) -> dict:
-    """metrics/portfolio.json from every split's labeled answers (`read_labeled_answers`)."""
+def build_portfolio(labeled: pl.DataFrame, params: Params, verifier: Verifier, embeddings: pl.DataFrame | None = None) -> dict:
+    """metrics/portfolio.json from every split's labeled answers (`read_labeled_answers`); routers
+    too when `portfolio.router` names one and the `embed` stage's table is given."""
     pp, report_split = params.portfolio, params.frontier.split
     if pp.select_split == report_split:
         raise ConfigError("params.yaml", [f"portfolio.select_split: {report_split!r} is frontier.split too; name another split"])
@@ -130,78 +159,51 @@ def build_portfolio(labeled: pl.DataFrame, params: Params, verifier: Verifier) -
     oracle_acc = float(any_right.mean())
     by_k = candidates(select, pp.max_k, pp.beam)
     single_cost = report.score(best(by_k[1]).order).cost
+    routed: dict[int, list[Scored]] = {}
+    router = None
+    if pp.router is not None and embeddings is not None:
+        sel_pred, rep_pred = router_predictions(params, embeddings, sel_m, rep_m, pp.select_split, report_split)
+        routed = router_candidates(sel_pred, sel_m, by_k, sweep(params))
+        router = {"name": pp.router, "knobs": sweep(params), "folds": pp.router_folds}
 
     def measured(c: Scored) -> dict:
-        run = report.run(c.order)
-        acc, cost = run.accuracy(), run.mean_cost()
+        if c.knob is None:
+            run = report.run(c.order)
+            right, paid = run.final, run.cost
+        else:
+            right, paid = kept(rep_m, rep_pred.route(c.order, c.knob))
+        acc, cost = float(right.mean()), float(paid.mean())
         return {
-            "models": [rep_m.solvers[s] for s in c.order], "arrangement": "single" if len(c.order) == 1 else "cascade",
+            "models": [rep_m.solvers[s] for s in c.order], "arrangement": c.arrangement,
+            **({"router": pp.router, "knob": c.knob} if c.knob is not None else {}),
             "select_accuracy": c.accuracy, "select_cost_per_item_usd": c.cost,
-            "accuracy": acc, "accuracy_ci": _pair(boot.interval(run.final * 1.0)),
-            "cost_per_item_usd": cost, "cost_ci": _pair(boot.interval(run.cost)),
+            "accuracy": acc, "accuracy_ci": _pair(boot.interval(right * 1.0)),
+            "cost_per_item_usd": cost, "cost_ci": _pair(boot.interval(paid)),
             "of_oracle_accuracy": acc / oracle_acc if oracle_acc else None,
             "of_best_single_cost": cost / single_cost if single_cost else None,
         }
 
-    portfolios = {str(k): {**measured(best(c)), "candidates": len(c), "front": [measured(f) for f in front(c)]}
-                  for k, c in by_k.items()}
+    portfolios = {}
+    for k, cascades in by_k.items():
+        arrangements = {cascades[0].arrangement: cascades, **({"router": routed[k]} if routed.get(k) else {})}
+        every = [c for cands in arrangements.values() for c in cands]
+        portfolios[str(k)] = {**measured(best(every)), "candidates": len(every), "front": [measured(f) for f in front(every)],
+                              "by_arrangement": {a: {**measured(best(c)), "candidates": len(c)} for a, c in arrangements.items()}}
     return {
         "select_split": pp.select_split, "split": report_split, "n_items": len(rep_m.item_ids),
         "n_select_items": len(sel_m.item_ids), "solvers": len(rep_m.solvers), "verifier": verifier.describe(),
-        "confidence": iv.confidence, "max_k": pp.max_k, "beam": pp.beam,
+        "confidence": iv.confidence, "max_k": pp.max_k, "beam": pp.beam, "router": router,
         "oracle": {"accuracy": oracle_acc, "accuracy_ci": _pair(boot.interval(any_right * 1.0))},
         "best_single": {"model": rep_m.solvers[best(by_k[1]).order[0]], "cost_per_item_usd": single_cost},
         "portfolios": portfolios,
     }
 
 
-def portfolio_table(metrics: dict) -> str:
-    """One line per k: the chosen models and their test accuracy and cost with intervals."""
-    lines = [(f"portfolio on {metrics['split']} ({metrics['n_items']} items), chosen on {metrics['select_split']}; "
-              f"oracle of {metrics['solvers']} models {metrics['oracle']['accuracy']:.3f}; best single "
-              f"{metrics['best_single']['model']} ${metrics['best_single']['cost_per_item_usd']:.3g}/item"),
-             f"{'k':>2}  {'accuracy [CI]':<22} {'cost/item US$ [CI]':<32} {'of oracle':>9} {'of single $':>11}  models"]
-    for k, p in metrics["portfolios"].items():
-        a, c = p["accuracy_ci"], p["cost_ci"]
-        lines.append(f"{k:>2}  {p['accuracy']:.3f} [{a[0]:.3f}, {a[1]:.3f}]   {p['cost_per_item_usd']:<9.3g} "
-                     f"[{c[0]:.3g}, {c[1]:.3g}]".ljust(59) + f" {p['of_oracle_accuracy']:>9.3f} {p['of_best_single_cost']:>11.3f}  "
-                     f"{p['arrangement']}: {' > '.join(p['models'])}")
-    return "\n".join(lines) + "\n"
-
-
-def plot_portfolio(metrics: dict, out: Path) -> None:
-    """Accuracy vs cost on the report split: each k's front (small) and its chosen portfolio (large,
-    marked k and named in the legend below, where long model lists fit)."""
-    plt = pyplot()
-    from matplotlib.ticker import NullFormatter
-
-    fig, ax = plt.subplots(figsize=(10, 7.5), dpi=120)
-    cmap = plt.get_cmap("viridis")
-    ks = list(metrics["portfolios"])
-    for i, k in enumerate(ks):
-        p, color = metrics["portfolios"][k], cmap(i / max(len(ks) - 1, 1))
-        ax.scatter([f["cost_per_item_usd"] for f in p["front"]], [f["accuracy"] for f in p["front"]], s=12, color=color, alpha=0.5)
-        (alo, ahi), (clo, chi) = p["accuracy_ci"], p["cost_ci"]
-        ax.errorbar([p["cost_per_item_usd"]], [p["accuracy"]], yerr=[[p["accuracy"] - alo], [ahi - p["accuracy"]]],
-                    xerr=[[p["cost_per_item_usd"] - clo], [chi - p["cost_per_item_usd"]]], fmt="o", color=color,
-                    markersize=7, capsize=2, label=f"k={k} ({p['arrangement']}): {' > '.join(p['models'])}")
-        ax.annotate(f"k={k}", (p["cost_per_item_usd"], p["accuracy"]), fontsize=7, xytext=(5, 3), textcoords="offset points")
-    ax.axhline(metrics["oracle"]["accuracy"], color="goldenrod", lw=1, ls="--", label=f"oracle of all {metrics['solvers']} models")
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("cost per item (US$, log scale)")
-    ax.set_ylabel(f"accuracy on {metrics['split']} (error bars: {metrics['confidence']:.0%} item bootstrap)")
-    ax.set_title(f"portfolios of k models chosen on {metrics['select_split']} (small: each k's front there)\n"
-                 f"verifier {metrics['verifier'].get('name', '?')}", fontsize=9)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, frameon=False)
-    save_figure(fig, out, tight_layout=True)
-
-
 def write_portfolio(layout: Layout, params: Params) -> dict:
     """Compute a project's portfolios from its labeled answers and write the metrics and the plot."""
     verifier = build_verifier(params.evaluation.verifier, layout.root)
-    metrics = build_portfolio(read_labeled_answers(layout), params, verifier)
+    embeddings = read_embeddings(layout.root) if params.portfolio.router is not None else None
+    metrics = build_portfolio(read_labeled_answers(layout), params, verifier, embeddings)
     write_json_atomic(metrics, layout.metrics("portfolio"))
     plot_portfolio(metrics, layout.plots("portfolio") / "portfolio.png")
     return metrics
