@@ -19,6 +19,7 @@ from pathlib import Path
 from delegation_lab.config import Params, load_params
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.layout import Layout
+from delegation_lab.numerics import pin_numerics
 from delegation_lab.params_model import StudyParams
 from delegation_lab.phases import Lap, Phases, stopwatch
 from delegation_lab.stage_skip import skip_stage
@@ -66,7 +67,11 @@ def run_stage(
     section: str | None = None,
 ) -> None:
     """Run `body` as stage `name`. `section` names the study section whose `enabled: false` makes the
-    stage write its outputs as skipped instead (default: the section called like the stage)."""
+    stage write its outputs as skipped instead (default: the section called like the stage).
+    Run from the command line (`argv` None), the process first takes the pinned numerics
+    (numerics.pin_numerics: the same figures on every x86-64 machine)."""
+    if argv is None:
+        pin_numerics()
     parser = argparse.ArgumentParser(prog=f"stages/{name}.py", description=body.__doc__)
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
