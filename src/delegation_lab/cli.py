@@ -333,6 +333,35 @@ def route(
         fail(f"route: {e}")
 
 
+@app.command("serve")
+def serve(
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", help="a policy to serve (repeat): solver:A, router:knn@lambda=0.5, cascade:B>A; "
+                        "default: every solver and every saved router at each operating point")] = None,
+    root: Annotated[Path, typer.Option(help="project folder holding params.yaml, models/ and data/")] = Path("."),
+    host: Annotated[str, typer.Option(help="address to bind; anything but loopback needs --api-key-env")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0 = any free port (printed on start)")] = 8000,
+    api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the key clients must send")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="requests answered at once")] = 64,
+    queue_size: Annotated[int, typer.Option(min=0, help="requests waiting beyond those; one more gets 429")] = 256,
+    max_body_bytes: Annotated[int, typer.Option(min=1024, help="largest request body; larger gets 413")] = 1 << 20,
+    log_level: Annotated[str, typer.Option(help="uvicorn's log level")] = "info",
+) -> None:
+    """Serve saved policies as an OpenAI-compatible endpoint (POST /v1/chat/completions, GET /v1/models,
+    /health, /metrics), journalling every answer into data/served/ (docs/serving.md)."""
+    from delegation_lab.serve.app import ServeOptions
+    from delegation_lab.serve.app import serve as run_server
+
+    options = ServeOptions(root, host, port, list(model or []), api_key_env, concurrency, queue_size, max_body_bytes,
+                           log_level)
+    try:
+        raise typer.Exit(run_server(options))
+    except ConfigError as e:
+        fail(str(e), 2)
+    except InputError as e:
+        fail(f"serve: {e}")
+
+
 @app.command("frontier-table")
 def frontier_table(
     metrics: Annotated[Path, typer.Argument(help="a frontier metrics file")] = Layout().metrics("frontier"),
