@@ -55,15 +55,23 @@ class FakeBackend:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 backend.handle(self)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 1024
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024  # the listen backlog: 64 connections arrive at once
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
+    def let_go(self) -> None:
+        """Answer every held request now (and every later one at once)."""
+        with self._arrived:
+            self.release.set()
+            self._arrived.notify_all()
+
     def close(self) -> None:
-        self.release.set()
+        self.let_go()
         self.server.shutdown()
         self.server.server_close()
 
@@ -76,11 +84,13 @@ class FakeBackend:
             self.calls += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.hold_until and self.in_flight >= self.hold_until:
+                self.release.set()  # latched: the requests that leave must not hold back the rest
             self._arrived.notify_all()
         try:
             if self.hold_until:
                 with self._arrived:
-                    self._arrived.wait_for(lambda: self.in_flight >= self.hold_until or self.release.is_set(), timeout=60)
+                    self._arrived.wait_for(self.release.is_set, timeout=60)
             if self.delay_s:
                 time.sleep(self.delay_s)
             content = body["messages"][-1]["content"]

@@ -17,6 +17,7 @@ import hmac
 import ipaddress
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -270,9 +271,17 @@ def serve(options: ServeOptions) -> int:
               f"(journal: {layout.served_dir})", flush=True)
         config = uvicorn.Config(create_app(state), log_level=options.log_level, timeout_graceful_shutdown=None,
                                 backlog=max(2048, options.concurrency + options.queue_size))
+        # uvicorn drains on SIGTERM / SIGINT, then raises the signal again under the handlers it found:
+        # these, so a requested shutdown that drained and flushed ends with exit code 0
+        stopped_by: list[int] = []
+        previous = {sig: signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             uvicorn.Server(config).run(sockets=[sock])
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             journal.close()  # after the lifespan's close (a no-op then), or when the app never started
-    print(f"dlab serve: stopped; {journal.rows} requests journalled in {layout.served_dir}", flush=True)
+    why = f" by {signal.Signals(stopped_by[0]).name}" if stopped_by else ""
+    print(f"dlab serve: stopped{why}; {journal.rows} requests journalled in {layout.served_dir}", flush=True)
     return 0
