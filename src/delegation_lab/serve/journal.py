@@ -130,3 +130,19 @@ def served_lock(layout: Layout) -> Iterator[None]:
         except LockHeld:
             raise InputError(f"{lock} is held: another `dlab serve` journals into {layout.served_dir}") from None
         yield
+
+
+def adopt_served_answers(cache: AnswerCache, layout: Layout, solver: str, request_hashes: set[tuple[str, str]]) -> int:
+    """Copy into `cache` the answers the server got for these (item_id, request_hash) keys that the
+    cache lacks (successes only: a served error is asked again), so `solve` on the `served` dataset
+    pays for nothing the server paid for. Returns how many rows were adopted."""
+    from delegation_lab.solvers.base import Answer
+
+    served = _cache(layout, solver).read().filter(pl.col("error").is_null())
+    if served.is_empty():
+        return 0
+    have = {(r["item_id"], r["request_hash"]) for r in cache.read().select("item_id", "request_hash").iter_rows(named=True)}
+    rows = [Answer(**r) for r in served.iter_rows(named=True)
+            if (r["item_id"], r["request_hash"]) in request_hashes and (r["item_id"], r["request_hash"]) not in have]
+    cache.append(rows)
+    return len(rows)
