@@ -140,7 +140,7 @@ def write_project(root: Path, fake_url: str, small_url: str | None = None) -> Pa
     from delegation_lab.config import parse_params, read_yaml
 
     params = read_yaml(REPO / "params.yaml")
-    endpoint = {"api_key_env": "FAKE_BACKEND_KEY", "max_retries": 0, "timeout_s": 60, "concurrency": 4}
+    endpoint = {"api_key_env": "FAKE_BACKEND_KEY", "max_retries": 0, "timeout_s": 60, "concurrency": 64}
     params["solvers"]["fake"] = {"backend": "openai_compat", "model": "fake-model", "price": PRICE,
                                  "openai_compat": {"base_url": fake_url, **endpoint}}
     names = ["fake"]
@@ -181,6 +181,15 @@ def save_knn_router(root: Path, solvers: list[str]) -> Path:
     return save_router(router, Layout(root).router("knn"), embedder.name, params)
 
 
+def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url.removesuffix("/v1") + "/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 class ServeProcess:
     """`dlab serve` in a child process on 127.0.0.1 and a free port; output in `log`."""
 
@@ -195,7 +204,7 @@ class ServeProcess:
         deadline = time.monotonic() + timeout
         while True:
             found = re.search(r"on (http://127\.0\.0\.1:\d+/v1)", self.log.read_text())
-            if found and "Application startup complete" in self.log.read_text():
+            if found and _healthy(found.group(1)):
                 self.url = found.group(1)
                 return
             if self.proc.poll() is not None:

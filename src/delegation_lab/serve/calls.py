@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from typing import Any
 
 from delegation_lab.data.items import Item, make_item_id
 from delegation_lab.hashing import stable_hash
@@ -49,6 +50,7 @@ class ServedSolver:
         self.params = params
         self._lock = threading.Lock()
         self.remote = hasattr(self.solver.backend, "agenerate")
+        self._session: tuple[Any, asyncio.Semaphore] | None = None
 
     @property
     def secrets(self) -> list[str]:
@@ -60,11 +62,24 @@ class ServedSolver:
         context = {} if plain_question(conversation) else {"messages": json.dumps(conversation)}
         return self.solver.request(item, "answer", context)
 
+    def session(self) -> tuple[Any, asyncio.Semaphore]:
+        """A remote backend's HTTP client and in-flight gate, opened on first use and shared by every
+        request: connections are reused, and the solver's `concurrency` bounds what is in flight."""
+        if self._session is None:
+            self._session = (self.solver.backend.client(), asyncio.Semaphore(self.params.openai_compat.concurrency))
+        return self._session
+
     async def answer(self, request: Request) -> Answer:
         if self.remote:
-            generations = await self.solver.backend.agenerate([request])
+            client, gate = self.session()
+            generations = await self.solver.backend.agenerate([request], client=client, gate=gate)
             return self.solver.answers_for([request], generations)[0]
         return await asyncio.to_thread(self._solve_locked, request)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session[0].aclose()
+            self._session = None
 
     def _solve_locked(self, request: Request) -> Answer:
         with self._lock:

@@ -9,7 +9,6 @@ sent as one chunk. A cascade decides after seeing answers, so it cannot stream: 
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -94,33 +93,30 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
                         ) -> AsyncIterator[tuple[str | None, Answer | None]]:
     """The backend's content deltas as they come, then the journalled answer (text, usage, price)."""
     backend = solver.solver.backend
-    params = backend.params
-    key = os.environ.get(params.api_key_env) if params.api_key_env else None
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    client, gate = solver.session()
     payload = {**backend._payload(request), "stream": True, "stream_options": {"include_usage": True}}
     usage: dict[str, Any] = {}
     error: str | None = None
     start = time.perf_counter()
     try:
-        async with httpx.AsyncClient(base_url=backend.base_url, headers=headers, timeout=params.timeout_s) as client:
-            async with client.stream("POST", "/chat/completions", json=payload) as response:
-                if response.status_code >= 400:
-                    body = (await response.aread()).decode(errors="replace")
-                    error = f"HTTP {response.status_code}: {' '.join(body.split())[:200]}"
-                else:
-                    async for line in response.aiter_lines():
-                        if not line.startswith("data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == "[DONE]":
-                            break
-                        event = json.loads(data)
-                        usage = event.get("usage") or usage
-                        for choice in event.get("choices") or []:
-                            piece = (choice.get("delta") or {}).get("content")
-                            if piece:
-                                parts.append(piece)
-                                yield mask_secrets(piece, solver.secrets), None
+        async with gate, client.stream("POST", "/chat/completions", json=payload) as response:
+            if response.status_code >= 400:
+                body = mask_secrets((await response.aread()).decode(errors="replace"), solver.secrets) or ""
+                error = f"HTTP {response.status_code}: {' '.join(body.split())[:200]}"
+            else:
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    event = json.loads(data)
+                    usage = event.get("usage") or usage
+                    for choice in event.get("choices") or []:
+                        piece = (choice.get("delta") or {}).get("content")
+                        if piece:
+                            parts.append(piece)
+                            yield mask_secrets(piece, solver.secrets), None
     except (httpx.HTTPError, json.JSONDecodeError) as e:
         error = f"stream failed ({type(e).__name__})"
     text = "".join(parts)

@@ -112,27 +112,36 @@ class OpenAICompatBackend:
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(lambda: asyncio.run(self.agenerate(requests, on_generation))).result()
 
-    async def agenerate(
-        self, requests: list[Request], on_generation: Callable[[int, Generation], None] | None = None
-    ) -> list[Generation]:
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client for this endpoint: the key in its Authorization header, the deadline, at most
+        `concurrency` connections. A long-lived caller (`dlab serve`) keeps one and passes it to agenerate."""
         key_env = self.params.api_key_env
         key = os.environ.get(key_env) if key_env else None
-        secrets = configured_secrets(self.params)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         n = self.params.concurrency
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-        gate = asyncio.Semaphore(n)
+        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=httpx.Timeout(self.params.timeout_s),
+                                 limits=limits)
 
-        async def one(i: int, request: Request) -> Generation:
+    async def agenerate(
+        self, requests: list[Request], on_generation: Callable[[int, Generation], None] | None = None,
+        client: httpx.AsyncClient | None = None, gate: asyncio.Semaphore | None = None,
+    ) -> list[Generation]:
+        """Every request answered concurrently, at most `concurrency` in flight (`gate`: a semaphore the
+        caller shares between calls; `client`: one of `client()`, kept open by the caller)."""
+        secrets = configured_secrets(self.params)
+        gate = gate or asyncio.Semaphore(self.params.concurrency)
+
+        async def one(client: httpx.AsyncClient, i: int, request: Request) -> Generation:
             gen = (await self._one(client, gate, request, secrets)).masked(secrets)
             if on_generation:
                 on_generation(i, gen)
             return gen
 
-        async with httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=httpx.Timeout(self.params.timeout_s), limits=limits
-        ) as client:
-            return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))
+        if client is not None:
+            return list(await asyncio.gather(*(one(client, i, r) for i, r in enumerate(requests))))
+        async with self.client() as own:
+            return list(await asyncio.gather(*(one(own, i, r) for i, r in enumerate(requests))))
 
     def _payload(self, request: Request) -> dict[str, Any]:
         d = self.decoding
