@@ -145,7 +145,11 @@ def create_app(state: ServerState) -> FastAPI:
 
                 slot = state.admission.slot()
                 await slot.__aenter__()
-                return await stream_response(state, policy, chat_request, lambda: slot.__aexit__(None, None, None))
+                try:
+                    return await stream_response(state, policy, chat_request, lambda: slot.__aexit__(None, None, None))
+                except BaseException:
+                    await slot.__aexit__(None, None, None)
+                    raise
             async with state.admission.slot():
                 return await _answer(state, policy, chat_request)
         except QueueFull as e:
