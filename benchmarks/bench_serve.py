@@ -11,7 +11,6 @@ process, journal on). Both ratios are measured in this one run on this machine.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
