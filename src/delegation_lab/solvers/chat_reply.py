@@ -3,10 +3,10 @@
 Accepted: `content` as a string, as null, or as a list of parts (`{"type": "text", "text": ...}`,
 other part types ignored); `usage` missing, null, not an object (`"n/a"`), or with null / missing /
 non-integer counts — those counts are estimated instead; `tool_calls` (or the legacy
-`function_call`) is recorded so the backend can refuse a reply that only calls a tool. Refused, with a message that says why:
-anything that is not a JSON object with at least one choice holding a message (`MalformedReply`,
-worth a retry), and negative token counts (`InvalidUsage`: the server did answer, but its bill is
-nonsense, so the row becomes an error rather than a negative cost).
+`function_call`) is recorded so the backend can refuse a reply that only calls a tool. Refused,
+with a message that says why: anything that is not a JSON object with at least one choice holding
+a message (`MalformedReply`, worth a retry), and negative token counts (`InvalidUsage`: the server
+did answer, but its bill is nonsense, so the row becomes an error rather than a negative cost).
 """
 
 from __future__ import annotations
