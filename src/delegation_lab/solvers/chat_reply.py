@@ -96,7 +96,7 @@ class ChatCompletion(_Lenient):
         return self.choices[0].message.text
 
     @property
-    def tool_calls(self) -> bool:
+    def calls_a_tool(self) -> bool:
         """The model called a tool (`tool_calls` or the legacy `function_call`)."""
         message = self.choices[0].message
         return bool(message.tool_calls) or message.function_call is not None

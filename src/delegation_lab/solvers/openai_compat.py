@@ -249,7 +249,7 @@ class OpenAICompatBackend:
         except InvalidUsage as e:
             return Generation(text=None, error=str(e))
         text = reply.text
-        if not text and reply.tool_calls:
+        if not text and reply.calls_a_tool:
             return Generation(text=None, error="reply has only tool_calls and no content: the model called a tool "
                                                "instead of answering (tool calls are not supported)")
         extra: dict[str, Any] = {}
