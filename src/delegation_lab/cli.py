@@ -125,13 +125,18 @@ def import_cache(
         min=0, max=1, help="a score at or above this counts as correct (caches that grade with a score)")] = SCORE_THRESHOLD,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="also write the report as JSON to this file (per model: n_items, accuracy, no_answer, agreement)")] = None,
+    max_memory_gb: Annotated[float | None, typer.Option(
+        min=0.001, help="refuse a cache whose estimated memory is over this many GB "
+        "(default: $DLAB_IMPORT_MAX_MEMORY_GB, else 2; see docs/scaling.md)")] = None,
 ) -> None:
     """Inspect another benchmark's answer cache: its files and domains, its models, how many rows
     match our items by question text (unmatched counted, with examples), each model's imported
     accuracy over distinct questions and our labeler's where a gold is known (the cache's own, else
     the matching item's), and the params.yaml `solvers` entries that replay it, with a TODO where
     each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench pickle is
-    loaded only with --trust-pickle: unpickling runs arbitrary code."""
+    loaded only with --trust-pickle: unpickling runs arbitrary code. A cache whose estimated memory
+    is over --max-memory-gb is refused before it is read; bad numbers, duplicated columns and
+    non-UTF-8 bytes are refused naming the file, row and column."""
     from pydantic import ValidationError
 
     from delegation_lab.solvers.params import LongTableFields
@@ -152,7 +157,7 @@ def import_cache(
     except ValidationError as e:
         fail(f"--field: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']} (keys: {', '.join(LongTableFields.model_fields)})", 2)
     try:
-        report = build_import(path, format, items_dir, fields, trust_pickle, score_threshold)
+        report = build_import(path, format, items_dir, fields, trust_pickle, score_threshold, max_memory_gb)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report.text)
