@@ -1,13 +1,11 @@
 """`dlab query` on hostile input (issue 32): memory bounded while rows stream, a private spill folder,
 and one clean error line (exit 2, no traceback) for non-UTF-8 SQL, a timeout mid-stream and a query
-past its memory limit. Peak memory is the child's own (`ru_maxrss` of a fresh wrapper process)."""
+past its memory limit. Peak memory is the child's own (`peak_memory.run_with_peak`)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,23 +17,15 @@ from delegation_lab.query_output import write_rows
 from delegation_lab.sealed_query import default_memory_limit, stream_query
 from delegation_lab.tables import write_parquet_atomic
 
-from .conftest import BIN, env_with_venv
+from .conftest import BIN
+from .peak_memory import run_with_peak
 
 MIB = 1024**2
-# Run a command and print its peak resident memory in KiB (Linux ru_maxrss): the wrapper's only
-# child is the command, so no earlier test's subprocess counts.
-PEAK = ("import resource, subprocess, sys\n"
-        "proc = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], 'wb'), stderr=subprocess.PIPE)\n"
-        "sys.stderr.buffer.write(proc.stderr)\n"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-        "sys.exit(proc.returncode)\n")
 
 
 def dlab_peak(project: Path, out: Path, *args: str | bytes) -> tuple[int, str, int]:
     """(exit code, stderr, peak MiB) of `dlab query --root project ARGS > out`."""
-    cmd = [sys.executable, "-c", PEAK, str(out), str(BIN / "dlab"), "query", "--root", str(project), *args]
-    proc = subprocess.run(cmd, env=env_with_venv(), capture_output=True, timeout=300)
-    return proc.returncode, proc.stderr.decode("utf-8", "replace"), int(proc.stdout.decode().split()[-1]) // 1024
+    return run_with_peak([str(BIN / "dlab"), "query", "--root", str(project), *args], out)
 
 
 @pytest.fixture
