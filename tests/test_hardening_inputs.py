@@ -1,7 +1,7 @@
 """Hostile params and game specs (issue 32): YAML alias bombs refused before anything is built,
 error messages that never format unbounded input, `.inf` / `.nan` refused in every params float,
 and the history_game IQL sized by its params refused, naming the keys and the estimate, before
-any array is allocated. Peak memory is the command's own (`peak_memory.run_with_peak`)."""
+any array is allocated. Peak memory is the command's own (`memory_probe.peak_rss_mib`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from delegation_lab.games.study import blocks_for
 from delegation_lab.params_model import MAX_ALIAS_VALUES, YAMLRefused, load_yaml
 
 from .conftest import BIN, REPO
-from .peak_memory import run_with_peak
+from .test_hardening_query import run_with_peak
 
 # Nine levels of ten aliases: 10^9 strings in 10 lines. PyYAML builds it as shared references in
 # microseconds; validating or repr-ing it expands every copy (the probes: 2.6-2.8 GB and counting).
@@ -179,13 +179,13 @@ def test_the_estimate_counts_the_arrays_the_learner_allocates(money: dict):
     assert q_bytes <= parts["Q-tables"] <= 1.1 * q_bytes + 1000
 
 
-TRAIN = """
+TRAIN = f"""
 import resource, sys
 from pathlib import Path
 from delegation_lab.config import deep_merge, parse_params, read_yaml
 from delegation_lab.games.study import help_games, train_conditions, trajectory_frames
-overlay = {"history_game": {"workers": 1, "iql": {"seeds": 6, "episodes": 1500}}}
-params = parse_params(deep_merge(read_yaml(Path("params.yaml")), overlay)).history_game
+overlay = {{"history_game": {{"workers": 1, "iql": {{"seeds": 6, "episodes": 1500}}}}}}
+params = parse_params(deep_merge(read_yaml(Path({str(REPO / "params.yaml")!r})), overlay)).history_game
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 runs, batches = train_conditions(help_games(params), params)
 for run in runs.values():
@@ -199,7 +199,7 @@ def test_the_estimate_bounds_what_a_small_run_takes(tmp_path: Path):
     """Trained in one process, trajectories built as the stage builds them: the memory it added
     to the process stays under the estimate."""
     out = tmp_path / "out"
-    code, err, _ = run_with_peak([str(BIN / "python"), "-c", TRAIN], out, cwd=REPO)
+    code, err, _ = run_with_peak([str(BIN / "python"), "-c", TRAIN], out)
     assert code == 0, err
     used = int(out.read_text())
     overlay = {"history_game": {"workers": 1, "iql": {"seeds": 6, "episodes": 1500}}}

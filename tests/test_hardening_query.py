@@ -1,6 +1,6 @@
 """`dlab query` on hostile input (issue 32): memory bounded while rows stream, a private spill folder,
 and one clean error line (exit 2, no traceback) for non-UTF-8 SQL, a timeout mid-stream and a query
-past its memory limit. Peak memory is the child's own (`peak_memory.run_with_peak`)."""
+past its memory limit. Peak memory is the command's own (`memory_probe.peak_rss_mib`)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,18 @@ from delegation_lab.query_output import write_rows
 from delegation_lab.sealed_query import default_memory_limit, stream_query
 from delegation_lab.tables import write_parquet_atomic
 
-from .conftest import BIN
-from .peak_memory import run_with_peak
+from .conftest import BIN, env_with_venv
+from .memory_probe import peak_rss_mib
 
 MIB = 1024**2
+
+
+def run_with_peak(cmd: list[str | bytes], out: Path) -> tuple[int, str, int]:
+    """(exit code, stderr, peak MiB) of `cmd > out` (through `sh -c exec`, so the command itself is
+    the process measured)."""
+    peak, code, err = peak_rss_mib(["sh", "-c", 'out="$1"; shift; exec "$@" > "$out"', "sh", str(out), *cmd],
+                                   env=env_with_venv(), timeout=300)
+    return code, err, int(peak)
 
 
 def dlab_peak(project: Path, out: Path, *args: str | bytes) -> tuple[int, str, int]:

@@ -20,7 +20,8 @@ per condition, a batch of seeds x learners rows (`HistoryGameParams.iql_blocks`)
 Q-tables, three float64 curves per (row, episode) and int8 / float32 / int16 step logs of the
 reported learner's seeds per (seed, episode, step); the trajectory rows of one condition at a time
 (every `trajectory_every`-th episode) then take ~TRAJECTORY_ROW_BYTES each (polars frames and the
-JSON `extra` column, measured by ru_maxrss: 560-760 B a row at 80k-320k rows).
+JSON `extra` column; measured by ru_maxrss: 490-550 B a row past a fixed ~25 MiB at 80k-640k rows,
+with money), and polars' and numpy's working memory at first use IQL_RUNTIME_BYTES (20-60 MiB).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ COMBINATION_BYTES = 500
 PROFILE_NODE_CAP = 5000  # a JSON profile with more histories keeps only its on-path ones (report.py)
 RAISE_HINT = "raise --max-memory (params: history_game.equilibria.max_memory) to try anyway"
 TRAJECTORY_ROW_BYTES = 800
+IQL_RUNTIME_BYTES = 64 * 1024**2
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
@@ -159,7 +161,7 @@ def estimate_iql_memory(params: HistoryGameParams) -> dict[str, int]:
     the trajectory rows of the larger condition), from params alone: nothing is allocated."""
     T, E, S = params.game.steps, params.iql.episodes, params.iql.seeds
     money = params.game.money
-    parts = {"Q-tables": 0, "curves": 0, "step logs": 0, "trajectories": 0}
+    parts = {"Q-tables": 0, "curves": 0, "step logs": 0, "trajectories": 0, "runtime": IQL_RUNTIME_BYTES}
     for has_money in (False, True):
         rows = S * len(params.iql_blocks(has_money))
         dims = len(money.initial_balance["A"]) if has_money else 0

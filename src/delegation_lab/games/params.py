@@ -97,7 +97,7 @@ class IQLParams(ParamsModel):
     max_memory: str = "2GiB"
     """Memory limit of the IQL training and its trajectory rows (`2GiB`, `512MiB`, ...): params that
     would take more (estimated from seeds, episodes, steps, the learners of each batch, the money
-    balances and `trajectory_every`; the default run ~1.2 GiB) are refused when params load, naming
+    balances and `trajectory_every`; the default params: 1.7 GiB) are refused when params load, naming
     the estimate, before any array is allocated."""
 
     @field_validator("max_memory")
