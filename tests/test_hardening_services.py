@@ -75,3 +75,99 @@ def test_two_runs_prune_at_once_both_succeed(crowded: Path):
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0 and "Traceback" not in err, err
     assert len(parents(Tracker(TrackingParams(uri="sqlite:///mlflow.db"), root=crowded), "study")) == 1
+
+
+# ------------------------------------------------------------------------ tracking server token
+
+
+async def echo(scope, receive, send) -> None:
+    """An upstream that answers with what reached it: method, path, query, headers and body."""
+    import json
+
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    seen = {"method": scope["method"], "path": scope["path"], "query": scope["query_string"].decode(),
+            "headers": {k.decode(): v.decode() for k, v in scope["headers"]}, "body": body.decode()}
+    await send({"type": "http.response.start", "status": 201, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(seen).encode()})
+
+
+def test_the_token_gate_refuses_without_the_token_and_forwards_with_it(tmp_path: Path):
+    import asyncio
+
+    import httpx
+
+    from delegation_lab.tracking_auth import TokenGate
+
+    gate = TokenGate("s3cret", str(tmp_path / "unused.sock"))
+    gate.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=echo), base_url="http://127.0.0.1")
+
+    async def calls() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gate), base_url="http://127.0.0.1:5055") as client:
+            return [await client.get("/health"),
+                    await client.get("/health", headers={"Authorization": "Bearer wrong"}),
+                    await client.get("/health", headers={"Authorization": "s3cret"}),
+                    await client.post("/api/2.0/mlflow/runs/create?x=1", content=b'{"a": 1}',
+                                      headers={"Authorization": "Bearer s3cret"})]
+
+    none, wrong, bare, good = asyncio.run(calls())
+    for refused in (none, wrong, bare):
+        assert refused.status_code == 401 and b"MLFLOW_TRACKING_TOKEN" in refused.content
+    assert good.status_code == 201
+    seen = good.json()
+    assert (seen["method"], seen["path"], seen["query"], seen["body"]) == ("POST", "/api/2.0/mlflow/runs/create", "x=1", '{"a": 1}')
+    assert "authorization" not in seen["headers"] and seen["headers"]["host"] == "127.0.0.1:5055"
+
+
+def test_token_env_that_is_not_set_is_refused(tmp_path: Path):
+    env = {k: v for k, v in env_with_venv().items() if k != "NO_SUCH_TOKEN_VAR"}
+    proc = subprocess.run([str(BIN / "dlab"), "tracking", "serve", "--token-env", "NO_SUCH_TOKEN_VAR"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --token-env NO_SUCH_TOKEN_VAR: the variable is not set or empty"
+
+
+@pytest.mark.processes
+def test_a_served_store_with_a_token_serves_only_requests_that_carry_it(tmp_path: Path):
+    """`dlab tracking serve` accepted unauthenticated writes from any local process; with
+    --token-env, MLflow listens on a private socket and the port answers 401 without the token."""
+    import socket
+
+    import httpx
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    log = tmp_path / "serve.log"
+    env = {**env_with_venv(), "DLAB_TEST_TOKEN": "s3cret"}
+    env.pop("MLFLOW_TRACKING_TOKEN", None)
+    server = subprocess.Popen([str(BIN / "dlab"), "tracking", "serve", "--port", str(port), "--token-env", "DLAB_TEST_TOKEN"],
+                              cwd=tmp_path, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import time
+
+        deadline = time.monotonic() + 240
+        while "experiments ready" not in log.read_text() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert server.poll() is None and "only requests with the token" in log.read_text(), log.read_text()
+        assert httpx.get(f"{url}/health").status_code == 401
+        assert httpx.post(f"{url}/api/2.0/mlflow/experiments/create", json={"name": "x"}).status_code == 401
+        with pytest.MonkeyPatch.context() as mp:
+            mp.delenv("MLFLOW_TRACKING_TOKEN", raising=False)
+            with pytest.raises(MlflowException, match="401"):
+                MlflowClient(url).search_experiments()
+            mp.setenv("MLFLOW_TRACKING_TOKEN", "s3cret")
+            client = MlflowClient(url)
+            run_id = client.create_run(client.get_experiment_by_name("data").experiment_id).info.run_id
+            client.log_metric(run_id, "x", 1.5)
+            assert client.get_run(run_id).data.metrics == {"x": 1.5}
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

@@ -451,13 +451,24 @@ def tracking_serve(
     store: Annotated[str | None, typer.Option(help="sqlite store to serve; default: tracking.uri if sqlite, else sqlite:///mlflow.db")] = None,
     experiment: Annotated[list[str] | None, typer.Option(help="more experiments to create before workers start")] = None,
     params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
+    token_env: Annotated[str | None, typer.Option(
+        help="name of an environment variable holding a token: only requests with `Authorization: Bearer <token>` "
+             "are served (clients: MLFLOW_TRACKING_TOKEN=<token>); without it the server is unauthenticated")] = None,
 ) -> None:
-    """An MLflow server over the project's sqlite store on 127.0.0.1, for parallel writers (`dvc queue start -j N`)."""
+    """An MLflow server over the project's sqlite store on 127.0.0.1, for parallel writers (`dvc queue start -j N`).
+    Unauthenticated unless --token-env names a variable holding a token."""
+    import os
+
     from delegation_lab.tracking_server import serve
 
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env, "")
+        if not token:
+            fail(f"error: --token-env {token_env[:60]}: the variable is not set or empty", 2)
     try:
         params = load_params(params_path)
-        raise typer.Exit(serve(params_path.resolve().parent, params.tracking.uri, port, store, experiment or []))
+        raise typer.Exit(serve(params_path.resolve().parent, params.tracking.uri, port, store, experiment or [], token))
     except ConfigError as e:
         fail(str(e), 2)
     except InputError as e:
