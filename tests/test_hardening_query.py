@@ -14,7 +14,7 @@ import pytest
 
 from delegation_lab.layout import Layout
 from delegation_lab.query_output import write_rows
-from delegation_lab.sealed_query import default_memory_limit, stream_query
+from delegation_lab.sealed_query import default_memory_limit, machine_memory, stream_query
 from delegation_lab.tables import write_parquet_atomic
 
 from .conftest import BIN, env_with_venv
@@ -117,8 +117,9 @@ def test_a_bad_memory_limit_is_refused(project: Path, tmp_path: Path):
 
 def test_default_memory_limit_is_a_share_of_the_machine():
     limit = int(default_memory_limit().removesuffix("MiB"))
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // MIB
-    assert limit == min(1024, physical // 4)
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < machine_memory() <= physical
+    assert limit == min(1024, machine_memory() // 4 // MIB)
 
 
 def test_streamed_output_matches_and_max_rows_cuts_exactly(project: Path, tmp_path: Path):

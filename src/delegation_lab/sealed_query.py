@@ -156,13 +156,23 @@ def _dataset(files: list[Path], hive_base: Path | None) -> ds.Dataset:
     )
 
 
-def default_memory_limit() -> str:
-    """The smaller of MAX_MEMORY_LIMIT and a MEMORY_SHARE-th of the machine's physical memory."""
+def machine_memory() -> int:
+    """Bytes of memory this process may use: physical memory, or the container's cgroup (v2) limit
+    when that is smaller."""
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not a POSIX system
         physical = MAX_MEMORY_LIMIT * MEMORY_SHARE
-    return f"{min(MAX_MEMORY_LIMIT, physical // MEMORY_SHARE) // 1024**2}MiB"
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return physical
+    return min(physical, int(limit)) if limit.isdigit() else physical
+
+
+def default_memory_limit() -> str:
+    """The smaller of MAX_MEMORY_LIMIT and a MEMORY_SHARE-th of the machine's memory."""
+    return f"{min(MAX_MEMORY_LIMIT, machine_memory() // MEMORY_SHARE) // 1024**2}MiB"
 
 
 def connect_sealed(layout: Layout, memory_limit: str | None = None, spill: Path | None = None) -> duckdb.DuckDBPyConnection:
