@@ -133,3 +133,16 @@ def test_streamed_output_matches_and_max_rows_cuts_exactly(project: Path, tmp_pa
     with stream_query(Layout(project), "select range as i from range(3)") as stream, out.open("w") as f:
         written = write_rows("json", stream.schema, stream, f, max_rows=3)
     assert (written.rows, written.truncated) == (3, False) and json.loads(out.read_text()) == [{"i": 0}, {"i": 1}, {"i": 2}]
+
+
+def test_a_reader_that_stops_early_is_no_error(project: Path):
+    """`dlab query ... --format csv | head -2`: the closed pipe ends the query quietly."""
+    import subprocess
+
+    proc = subprocess.Popen([str(BIN / "dlab"), "query", "--root", str(project), "select range as i from range(100000000)",
+                             "--format", "csv", "--max-rows", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_with_venv())
+    assert proc.stdout.readline() == b"i\n"
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    err = proc.stderr.read()
+    assert b"Traceback" not in err and b"Broken pipe" not in err, err

@@ -180,6 +180,8 @@ def query(
     and the connection cannot open any file; lists and structs print as JSON in csv. csv and json
     rows are written as they arrive (memory stays bounded whatever the result's size); a query
     stopped part-way (timeout, memory) exits 2 after the rows already written."""
+    import os
+
     from delegation_lab.layout import Layout
     from delegation_lab.query_output import write_rows
     from delegation_lab.sealed_query import query_rows, stream_query
@@ -198,7 +200,7 @@ def query(
         sys.stdout.flush()
         fail(f"error: {e}", 2)
     except BrokenPipeError:  # `dlab query ... | head`: the reader has what it wanted
-        sys.stderr.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit's flush
         raise typer.Exit(0) from None
     if written.truncated:
         typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
