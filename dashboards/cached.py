@@ -79,21 +79,45 @@ def no_results(p: Project, what: str) -> None:
 
 def url_choice(key: str, options: list, default: Any = None, multi: bool = False, cast: Any = str) -> None:
     """Seed the widget state `key` from the URL on first use (else `default`); drop a value the
-    options no longer offer. The widget itself is created with `key=key` and no default."""
+    options no longer offer. A URL value this project does not offer gets a notice and the default,
+    never silently another choice or an empty one. The widget itself is created with `key=key` and
+    no default."""
+    fallback = default if default in options else (options[0] if options else None)
     if key in st.session_state:
         value = st.session_state[key]
         if multi:  # a list none of whose values is offered any more (another dataset): back to the default
             kept = [v for v in value if v in options]
             st.session_state[key] = kept if kept or not value else [v for v in (default or []) if v in options]
         elif value not in options:
-            st.session_state[key] = default if default in options else (options[0] if options else None)
+            st.session_state[key] = fallback
         return
+    if key not in st.query_params:
+        st.session_state[key] = [v for v in (default or []) if v in options] if multi else fallback
+        return
+    raw = st.query_params.get_all(key) if multi else [st.query_params[key]]
+    wanted = [_cast(v, cast) for v in raw]
+    unknown = [r for r, v in zip(raw, wanted, strict=True) if v not in options]
     if multi:
-        wanted = [_cast(v, cast) for v in st.query_params.get_all(key)] if key in st.query_params else list(default or [])
-        st.session_state[key] = [v for v in wanted if v in options]
+        kept = [v for v in wanted if v in options]
+        chosen = kept if kept else [v for v in (default or []) if v in options]
     else:
-        wanted = _cast(st.query_params[key], cast) if key in st.query_params else default
-        st.session_state[key] = wanted if wanted in options else (default if default in options else (options[0] if options else None))
+        chosen = fallback if unknown else wanted[0]
+    if unknown:
+        unknown_note(key, unknown, chosen)
+    st.session_state[key] = chosen
+
+
+def unknown_note(key: str, unknown: list, shown: Any) -> None:
+    """The notice for a URL value the project does not offer (a stale or mistyped link)."""
+    listed = ", ".join(f"`{v}`" for v in unknown)
+    st.warning(f"The address asks for {key} = {listed}, which this project does not have; "
+               f"showing {_shown(shown)} instead.", icon=":material/link_off:")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(f"`{v}`" for v in value) if 0 < len(value) <= 6 else f"{len(value)} values"
+    return f"`{value}`"
 
 
 def _cast(value: str, cast: Any) -> Any:

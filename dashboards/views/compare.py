@@ -2,12 +2,10 @@
 difference in accuracy and cost with bootstrap intervals and the paired test, the items where they
 disagree (linked to Trajectories), and the MLflow runs behind each."""
 
-from urllib.parse import urlencode
-
 import polars as pl
 import streamlit as st
 
-from dashboards import paired, queries
+from dashboards import links, paired, queries
 from dashboards.cached import keep_in_url, no_results, project, settings, url_choice
 
 p = project()
@@ -72,17 +70,23 @@ st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_tabl
 
 st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
-           "The links open the item on the Trajectories page for A's run (when the study wrote trajectories).")
+           "The links open the item on the Trajectories page at exactly that method, operating point and its "
+           "first seed (blank where the study wrote no trajectories, e.g. the frontier's baselines).")
 
 
-def trajectory_link(row: dict, who: dict) -> str:
-    return "trajectories?" + urlencode({"study": who["study"], "method": who["method"], "item": row["item_id"]})
+with_steps = set(p.query("trajectory_studies"))
 
 
-table = result.disagreements.with_columns(
-    pl.Series("follow A", [trajectory_link(r, a) for r in result.disagreements.iter_rows(named=True)], dtype=pl.String),
-    pl.Series("follow B", [trajectory_link(r, b) for r in result.disagreements.iter_rows(named=True)], dtype=pl.String),
-)
+def link_column(who: dict, rows: pl.DataFrame) -> pl.Series:
+    """Per disagreement, the link to `who`'s steps on that item (its first seed), or None when its
+    study wrote no trajectories."""
+    seed = int(rows["seed"].min()) if rows.height else None
+    urls = [links.steps_url(links.StepsKey(who["study"], who["method"], who["operating_point"], seed, item))
+            if who["study"] in with_steps else None for item in result.disagreements["item_id"].to_list()]
+    return pl.Series(urls, dtype=pl.String)
+
+
+table = result.disagreements.with_columns(link_column(a, a_rows).alias("follow A"), link_column(b, b_rows).alias("follow B"))
 st.dataframe(table, hide_index=True, width="stretch", key="disagreements_table",
              column_config={"follow A": st.column_config.LinkColumn(display_text="A's steps"),
                             "follow B": st.column_config.LinkColumn(display_text="B's steps")})
