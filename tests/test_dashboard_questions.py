@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from dashboards import charts, queries
+from dashboards.links import StepsKey, steps_url
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from tests.test_dashboard import (
@@ -136,7 +137,9 @@ def test_compare_page_matches_duckdb_and_the_paired_bootstrap(app, synthetic_pro
     shown = frame(at, "disagreements_table")
     assert sorted(shown["item_id"]) == disagree["item_id"].to_list() and len(shown) > 0
     first = shown.iloc[0]
-    assert first["follow A"] == f"trajectories?study={STUDY}&method=dqn_map&item={first['item_id']}"
+    seed = sql(synthetic_project, "SELECT min(seed) AS s FROM outcomes WHERE study = $s AND method = 'dqn_map'", s=STUDY)["s"][0]
+    assert first["follow A"] == f"trajectories?study={STUDY}&method=dqn_map&seed={seed}&item={first['item_id']}"
+    assert first["follow A"] == steps_url(StepsKey(STUDY, "dqn_map", seed=int(seed), item=first["item_id"]))
     runs = sql(synthetic_project, "SELECT DISTINCT run_id FROM runs WHERE method = 'dqn_map' ORDER BY run_id")["run_id"].to_list()
     links = " ".join(m.value for m in at.markdown)
     for run in runs:
