@@ -41,6 +41,7 @@ def fingerprint(root: Path) -> str:
         ("data/answers", "*.parquet"),
         ("results/summaries", "*.parquet"),
         ("results/credit", "*.parquet"),
+        ("results/outcomes", "*.parquet"),
         ("metrics", "*.json"),
         ("results/trajectories", "study=*"),
     ):

@@ -46,13 +46,16 @@ BEST_SQL = """SELECT study, method, operating_point, accuracy, cost_per_item_usd
 @pytest.mark.parametrize("rank", [0, 3, -1])  # the cheapest stop, one in between, the most expensive
 def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project: Path, rank: int) -> None:  # noqa: F811
     at = open_page(app, "frontier")
+    at.radio(key="view").set_value("All operating points").run()
     slider = widget(at.select_slider, "Budget (US$ per item)")
     costs = sql(synthetic_project, """SELECT DISTINCT cost_per_item_usd AS c FROM frontier
                                       WHERE dataset = 'synthetic' AND kind <> 'oracle' ORDER BY c""")["c"].to_list()
-    by_label = {f"${c:.3g}": c for c in costs}  # costs that read the same are one stop, the largest
-    stops = list(by_label.values())
-    assert list(slider.options) == list(by_label)
-    budget = stops[rank]
+    stops = [float(v[1:]) for v in slider.options]  # "$0.000308" labels
+    ratios = np.diff(np.log10(stops))
+    assert stops[0] == pytest.approx(costs[0], rel=5e-3) and stops[-1] == pytest.approx(costs[-1], rel=5e-3)
+    assert ratios.max() <= 1 / 12 + 0.01 and ratios.min() > 0  # evenly spaced in log dollars, 12 a decade
+    assert len(stops) > 20
+    budget = {0: costs[0], -1: costs[-1]}.get(rank) or stops[rank]
     slider.set_value(budget).run()
     assert not at.exception
     best = sql(synthetic_project, BEST_SQL, d="synthetic", b=budget).row(0, named=True)
@@ -64,6 +67,15 @@ def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project:
     caption = next(c.value for c in at.caption if c.value.startswith("Accuracy interval"))
     assert f"[{best['accuracy_ci_low']:.2%}, {best['accuracy_ci_high']:.2%}]" in caption
     assert float(at.query_params["budget"][0] if isinstance(at.query_params["budget"], list) else at.query_params["budget"]) == budget
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    line = next(t for t in figure["data"] if t.get("name", "").startswith("budget $"))
+    assert line["x"] == [budget, budget]  # the budget drawn on the chart
+    tied = sql(synthetic_project, """SELECT DISTINCT study, method FROM frontier WHERE dataset = 'synthetic' AND kind <> 'oracle'
+                                     AND cost_per_item_usd <= $b AND accuracy_ci_high >= $lo AND NOT (study = $s AND method = $m)""",
+               b=budget, lo=best["accuracy_ci_low"], s=best["study"], m=best["method"])
+    if tied.height:
+        table = frame(at, "tied_table")
+        assert sorted(zip(table["study"], table["method"], strict=True)) == sorted(tied.iter_rows())
 
 
 def test_budget_slider_follows_the_dataset(app, synthetic_project: Path) -> None:
@@ -80,13 +92,20 @@ def test_budget_slider_follows_the_dataset(app, synthetic_project: Path) -> None
 
 def test_highlight_names_the_picked_method(app) -> None:
     at = open_page(app, "frontier")
+    at.radio(key="zoom").set_value("off").run()
     widget(at.multiselect, "Highlight methods").set_value([f"{STUDY}/dqn_map"]).run()
     assert not at.exception
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    marked = next(t for t in figure["data"] if t.get("name") == "highlighted")
-    assert marked["text"] == [f"{STUDY}/dqn_map"]
-    others = [t for t in figure["data"] if t.get("mode") == "markers"]
+    marked = next(t for t in figure["data"] if t.get("name") == f"highlighted: {STUDY}/dqn_map")
+    labels = next(t for t in figure["data"] if t.get("name") == "labels")
+    assert labels["text"][0] == f"{STUDY}/dqn_map"  # highlighted names are placed first
+    assert {"A", "B", "C"} <= set(labels["text"])  # the single models are labelled
+    others = [t for t in figure["data"] if t.get("mode") == "markers" and not t["name"].startswith("highlighted")]
     assert others and all(t["marker"]["opacity"] < 0.5 for t in others)
+    widget(at.multiselect, "Highlight methods").set_value([f"{STUDY}/dqn_map", f"{STUDY}/random"]).run()
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    rings = [t["marker"]["symbol"] for t in figure["data"] if t.get("name", "").startswith("highlighted")]
+    assert len(rings) == len(set(rings)) == 2  # a style each
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,7 +191,21 @@ def test_frontier_view_is_restored_from_the_url(synthetic_project: Path, monkeyp
     assert widget(at.multiselect, "Study").value == ["baselines", STUDY]
     assert widget(at.multiselect, "Highlight methods").value == [f"{STUDY}/random"]
     n = sql(synthetic_project, "SELECT count(*) n FROM frontier WHERE dataset = 'synthetic' AND study IN ('baselines', $s)", s=STUDY)["n"][0]
+    assert metric(at, "Points shown") is not None and not at.warning
+    at.radio(key="view").set_value("All operating points").run()
     assert int(metric(at, "Points shown")) == n
+
+
+def test_a_stale_url_value_says_so_and_falls_back_to_the_defaults(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setenv("DLAB_ROOT", str(synthetic_project))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"dataset": "synthetic", "studies": "bogus", "highlight": "nobody/none"})
+    at.run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "`bogus`" in said and "`nobody/none`" in said
+    assert widget(at.multiselect, "Study").value == widget(at.multiselect, "Study").options  # the default: every study
+    assert int(metric(at, "Points shown")) > 0
 
 
 # ---------------------------------------------------------------------------------------------
