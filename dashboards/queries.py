@@ -618,6 +618,12 @@ def point_outcomes(con: duckdb.DuckDBPyConnection, study: str, method: str, oper
     )
 
 
+def item_slices(con: duckdb.DuckDBPyConnection, item_ids: list[str]) -> pl.DataFrame:
+    """item_id, domain, difficulty of these items (from data/items): the slices of a breakdown."""
+    return _frame(con, "SELECT DISTINCT item_id, domain, difficulty FROM items WHERE list_contains($ids, item_id) ORDER BY item_id",
+                  {"ids": list(item_ids)})
+
+
 def point_runs(con: duckdb.DuckDBPyConnection, study: str, method: str, operating_point: str, split: str) -> list[str]:
     """The MLflow runs behind a point (its summary rows' run ids)."""
     return _values(

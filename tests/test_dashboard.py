@@ -231,6 +231,7 @@ TABLES = {
     "disagreements_table": ({"item_id", "correct_a", "follow A"}, set()),
     "paper_overview": ({"study", "rows"}, {"metric"}),
     "credit_table": ({"mean_credit", "positive_share", "agent"}, set()),
+    "slices_table": ({"items", "A − B accuracy"}, set()),
     "tied_table": ({"study", "method", "operating_point", "accuracy"}, {"kind", "split"}),
 }
 

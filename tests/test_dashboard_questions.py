@@ -166,6 +166,30 @@ def test_compare_page_matches_duckdb_and_the_paired_bootstrap(app, synthetic_pro
     assert at.query_params["a"] in (a, [a])
 
 
+def test_compare_breaks_the_difference_down_by_domain_and_difficulty(app, synthetic_project: Path) -> None:  # noqa: F811
+    at = open_page(app, "compare")
+    widget(at.selectbox, "A").set_value(f"{STUDY}/dqn_map · test").run()
+    widget(at.selectbox, "B").set_value(f"{STUDY}/random · test").run()
+    by_domain = frame(at, "slices_table")
+    n_items = sql(synthetic_project, "SELECT count(DISTINCT item_id) n FROM outcomes WHERE study = $s", s=STUDY)["n"][0]
+    assert list(by_domain["domain"]) == ["arith"] and by_domain["items"].sum() == n_items
+    at.radio(key="slice_by").set_value("difficulty").run()
+    assert not at.exception
+    by_level = frame(at, "slices_table").set_index("difficulty")
+    direct = sql(synthetic_project, """
+        SELECT i.difficulty, count(DISTINCT o.item_id) AS n,
+               avg(correct) FILTER (WHERE method = 'dqn_map') - avg(correct) FILTER (WHERE method = 'random') AS diff
+        FROM outcomes o JOIN items i USING (item_id) WHERE study = $s GROUP BY i.difficulty ORDER BY i.difficulty""", s=STUDY)
+    assert list(by_level.index) == [str(d) for d in direct["difficulty"]]
+    for d, n, diff in direct.iter_rows():
+        row = by_level.loc[str(d)]
+        assert row["items"] == n and row["A − B accuracy"] == pytest.approx(100 * diff)  # shown in percent
+        assert row["low accuracy"] <= row["A − B accuracy"] <= row["high accuracy"]
+    shown = frame(at, "disagreements_table")
+    assert {"domain", "difficulty", "more often right"} <= set(shown.columns)
+    assert set(shown["more often right"]) <= {"A", "B"}
+
+
 def test_compare_link_opens_the_item_on_trajectories(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.setenv("DLAB_ROOT", str(synthetic_project))
     item = sql(synthetic_project, "SELECT min(item_id) AS i FROM trajectories WHERE study = $s AND method = 'random'", s=STUDY)["i"][0]

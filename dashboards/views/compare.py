@@ -70,6 +70,21 @@ st.caption(
 st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_table",
              column_config={c: st.column_config.NumberColumn(format="%.4g") for c in result.summary.columns if c != "quantity"})
 
+st.subheader("By domain and difficulty")
+slices = p.query("item_slices", item_ids=sorted(set(a_rows["item_id"].to_list()) & set(b_rows["item_id"].to_list())))
+by = st.radio("Slice by", ["domain", "difficulty"], horizontal=True, key="slice_by")
+sliced = paired.by_slice(a_rows, b_rows, slices, by, intervals) if slices.height else pl.DataFrame()
+if sliced.is_empty():
+    st.caption("data/items has no domain or difficulty for these items.")
+else:
+    st.caption(f"Per {by}: the items of that slice alone, paired bootstrap ({intervals.resamples:,} resamples, {conf} "
+               "intervals: `low` – `high`); a slice of few items has a wide interval. Costs in US$ per item.")
+    pct = st.column_config.NumberColumn(format="%.2f%%")
+    st.dataframe(sliced.with_columns([pl.col(c) * 100 for c in sliced.columns if c.endswith(" accuracy")]),
+                 hide_index=True, width="stretch", key="slices_table",
+                 column_config={**{c: pct for c in sliced.columns if c.endswith(" accuracy")},
+                                **{c: st.column_config.NumberColumn(format="%.4g") for c in sliced.columns if c.endswith("(USD/item)")}})
+
 st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
            "The links open the item on the Trajectories page at exactly that method, operating point and its "
@@ -88,7 +103,10 @@ def link_column(who: dict, rows: pl.DataFrame) -> pl.Series:
     return pl.Series(urls, dtype=pl.String)
 
 
-table = result.disagreements.with_columns(link_column(a, a_rows).alias("follow A"), link_column(b, b_rows).alias("follow B"))
+won = pl.when(pl.col("A − B correct") > 0).then(pl.lit("A")).otherwise(pl.lit("B")).alias("more often right")
+table = result.disagreements.with_columns(won, link_column(a, a_rows).alias("follow A"), link_column(b, b_rows).alias("follow B"))
+if slices.height:
+    table = table.join(slices, on="item_id", how="left", maintain_order="left")
 st.dataframe(table, hide_index=True, width="stretch", key="disagreements_table",
              column_config={"follow A": st.column_config.LinkColumn(display_text="A's steps"),
                             "follow B": st.column_config.LinkColumn(display_text="B's steps")})
