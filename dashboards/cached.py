@@ -61,7 +61,9 @@ def _run_query(root: str, stamp: str, name: str, kwargs: dict[str, Any]) -> Any:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def paper_tables(root: str, stamp: str) -> dict:
-    return queries.paper_tables(Path(root) / "metrics")
+    """Per study, its paper-vs-ours rows; on replayed answers `calibrated` solver rows say they were not fitted."""
+    simulated = _run_query(root, stamp, "answers_simulated", {})
+    return {study: queries.mark_not_fitted(t, simulated) for study, t in queries.paper_tables(Path(root) / "metrics").items()}
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

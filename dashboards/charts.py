@@ -210,7 +210,7 @@ def _shown(fig: go.Figure) -> set[str]:
     return {t.name for t in fig.data if t.showlegend}
 
 
-PROVENANCE_COLORS = {"computed": "#1f77b4", "calibrated": "#ff7f0e", "setting": "#9e9e9e"}
+PROVENANCE_COLORS = {"computed": "#1f77b4", "calibrated": "#ff7f0e", "setting": "#9e9e9e", "paper's value, not fitted": "#6d4c41"}
 SYMLOG_TICKS = [0, 1, 5, 20, 100, 1000, 10000]  # percent
 
 

@@ -355,3 +355,35 @@ def test_comparable_rejects_spreads_tests_and_counts() -> None:
         assert not queries.comparable(metric_), metric_
     for metric_ in ("a.late_return_mean", "p_sweep.p=0.accuracy", "rq1.success_redref", "a.cum_cost_mean"):
         assert queries.comparable(metric_), metric_
+
+
+HM_METRICS = {"management": {
+    "always_a": {"accuracy_mean": 0.40, "cost_mean": 0.02}, "dqn_map": {"accuracy_mean": 0.5},
+    "paper": {"always_a": {"accuracy_mean": 0.967, "cost_mean": 0.0027}, "dqn_map": {"accuracy_mean": 0.95}}},
+    "provenance": {"management.always_a.accuracy_mean": {"kind": "calibrated", "why": "reads back solver A's simulated accuracy and price"},
+                   "management.always_a.cost_mean": {"kind": "calibrated", "why": "reads back solver A's simulated accuracy and price"}}}
+
+
+@pytest.mark.parametrize("backend", ["simulated", "replay"])
+def test_calibrated_rows_say_not_fitted_on_replayed_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    from delegation_lab.layout import Layout
+    from delegation_lab.schemas import ANSWERS_SCHEMA
+    from delegation_lab.tables import write_json_atomic, write_parquet_atomic
+
+    layout = Layout(tmp_path)
+    write_json_atomic(HM_METRICS, layout.metrics("coordinator"))
+    write_parquet_atomic(pl.DataFrame([{"solver": "A", "item_id": "i", "request_hash": "h", "backend": backend}],
+                                      schema_overrides={k: v for k, v in ANSWERS_SCHEMA.items() if k in ("solver", "item_id", "request_hash", "backend")})
+                         .select([pl.col(c) if c in ("solver", "item_id", "request_hash", "backend") else pl.lit(None, dtype=t).alias(c)
+                                  for c, t in ANSWERS_SCHEMA.items()]), layout.answers("A"))
+    monkeypatch.setenv("DLAB_ROOT", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/paper.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = frame(at, "paper_table").set_index("metric")
+    expected = "calibrated" if backend == "simulated" else queries.NOT_FITTED
+    assert table.loc["management.always_a.accuracy_mean", "provenance"] == expected
+    assert table.loc["management.dqn_map.accuracy_mean", "provenance"] == "computed"
+    if backend == "replay":
+        assert "not fitted" in table.loc["management.always_a.cost_mean", "why"]
