@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-PALETTE = px.colors.qualitative.Plotly + px.colors.qualitative.D3 + px.colors.qualitative.Dark24
+# 10 + 24 + 11 distinct colours (D3 would repeat Plotly's first ten under other hex codes)
+PALETTE = px.colors.qualitative.Plotly + px.colors.qualitative.Dark24 + px.colors.qualitative.Safe
 KIND_ORDER = ["study", "oracle", "single", "cascade", "mixture"]
 KIND_MARKER = {  # symbol, size, opacity
     "single": ("square", 11, 0.95),
@@ -131,6 +132,9 @@ CURVE_PANELS = [
 ]
 
 
+BOUNDS = {"accuracy": (0.0, 1.0), "cost": (0.0, math.inf)}  # what a per-episode mean can be
+
+
 def curve_panels(curves: pl.DataFrame) -> list[tuple[str, str, str]]:
     """The panels a study's curves can fill: a metric whose values are all null (a study whose steps
     record no `correct` or `cost_usd`, e.g. history_game) gets no panel."""
@@ -148,8 +152,9 @@ def learning_curve_figure(curves: pl.DataFrame) -> go.Figure:
             g = curves.filter((pl.col("method") == method) & pl.col(f"{metric}_mean").is_not_null()).sort("episode")
             x = g["episode"].to_list()
             mean, std = g[f"{metric}_mean"].to_list(), g[f"{metric}_std"].fill_null(0.0).to_list()
-            lo = [m - s for m, s in zip(mean, std, strict=True)]
-            hi = [m + s for m, s in zip(mean, std, strict=True)]
+            floor, ceiling = BOUNDS.get(metric, (-math.inf, math.inf))  # a band never past what is possible
+            lo = [max(floor, m - s) for m, s in zip(mean, std, strict=True)]
+            hi = [min(ceiling, m + s) for m, s in zip(mean, std, strict=True)]
             fig.add_trace(go.Scatter(
                 x=x + x[::-1], y=hi + lo[::-1], mode="lines", fill="toself", fillcolor=_rgba(colors[method], 0.18),
                 line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=method,

@@ -120,3 +120,30 @@ def test_study_colours_do_not_depend_on_the_project() -> None:
     two = study_colors(["zeta", "redref", "market", "alpha", "coordinator"])
     assert all(one[s] == two[s] for s in one)
     assert len(set(study_colors(["coordinator", "margent", "redref", "market", "credit", "routers", "history_game"]).values())) == 7
+
+
+def test_method_families_split_domains_and_the_filter_is_a_regex() -> None:
+    from dashboards import method_groups as mg
+
+    market = ["chain-1p-md-N4", "chain-2p-ts-N8", "1p-md@R0.5x", "1p-md@R2x", "ccv-truthful@R0.5x", "2p-ppo@R1x"]
+    groups = mg.families(market)
+    assert groups["chain"] == ["chain-1p-md-N4", "chain-2p-ts-N8"] and set(groups) == {"chain", "1p", "2p", "ccv"}
+    assert mg.families([f"m{k:02d}" for k in range(21)]) == {"m": [f"m{k:02d}" for k in range(21)]}
+    assert mg.default_group(market, 4) == "1p" and mg.default_group(market, 12) == mg.ALL
+    assert mg.matching(market, r"@R0\.5x$") == ["1p-md@R0.5x", "ccv-truthful@R0.5x"]
+    assert mg.matching(market, "(") is None and mg.matching(market, " ") == market
+
+
+def test_curve_bands_stay_within_what_is_possible() -> None:
+    from dashboards.charts import learning_curve_figure
+
+    curves = pl.DataFrame({"method": ["a"] * 3, "episode": [0, 1, 2], "n_seeds": [3] * 3,
+                           "return_mean": [1.0, 2.0, 3.0], "return_std": [5.0] * 3,
+                           "accuracy_mean": [0.1, 0.5, 0.95], "accuracy_std": [0.3] * 3,
+                           "cost_mean": [0.001, 0.002, 0.001], "cost_std": [0.01] * 3})
+    fig = learning_curve_figure(curves)
+    bands = [t for t in fig.data if t.fill == "toself"]
+    (ret, acc, cost) = bands
+    assert min(acc.y) == 0.0 and max(acc.y) == 1.0
+    assert min(cost.y) == 0.0
+    assert min(ret.y) < 0  # a return has no bound
