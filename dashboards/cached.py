@@ -167,3 +167,42 @@ def settings(root: str, stamp: str) -> Settings:
         return Settings(params.evaluation.intervals, params.tracking.ui_url)
     except (ConfigError, OSError):
         return Settings(IntervalParams(), TrackingParams().ui_url)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables as shown and as downloaded
+
+
+def readable(frame: Any, links: tuple[str, ...] = ()) -> Any:
+    """A polars frame for st.dataframe: text cells without a value read `—`, never `None` (except
+    the `links` columns, whose empty cells must stay empty, not link to `—`)."""
+    import polars as pl
+
+    text = [c for c, t in frame.schema.items() if t == pl.String and c not in links]
+    return frame.with_columns(pl.col(text).fill_null("—")) if text else frame
+
+
+def download_name(p: Project, what: str, filters: dict[str, Any]) -> str:
+    """`<project>_<what>_<key-value…>.csv`, safe for any file system."""
+    import re
+
+    parts = [p.root.name, what] + [f"{k}-{_flat(v)}" for k, v in filters.items() if v not in (None, "", [])]
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", "_".join(parts))[:180] + ".csv"
+
+
+def download_csv(p: Project, frame: Any, what: str, filters: dict[str, Any], key: str) -> None:
+    """A download button for `frame` as CSV, named by project, table and filters, whose first line
+    (a `#` comment) records the project root, the table and the filters it was cut with."""
+    st.download_button(f"Download {what} (CSV)", csv_text(p, frame, what, filters), file_name=download_name(p, what, filters),
+                       mime="text/csv", key=key, icon=":material/download:")
+
+
+def csv_text(p: Project, frame: Any, what: str, filters: dict[str, Any]) -> str:
+    """The CSV of `frame` under one `#` line naming the table, the project root and the filters."""
+    header = f"# delegation-lab {what}; project {p.root}; " + "; ".join(
+        f"{k} = {_flat(v)}" for k, v in filters.items() if v not in (None, "", [])) + "\n"
+    return header + frame.write_csv()
+
+
+def _flat(value: Any) -> str:
+    return "+".join(map(str, value)) if isinstance(value, list | tuple) else str(value)

@@ -387,3 +387,17 @@ def test_calibrated_rows_say_not_fitted_on_replayed_answers(tmp_path: Path, monk
     assert table.loc["management.dqn_map.accuracy_mean", "provenance"] == "computed"
     if backend == "replay":
         assert "not fitted" in table.loc["management.always_a.cost_mean", "why"]
+
+
+def test_downloads_say_what_they_are(app, synthetic_project: Path) -> None:  # noqa: F811
+    at = open_page(app, "compare")
+    widget(at.selectbox, "A").set_value(f"{STUDY}/dqn_map · test").run()
+    widget(at.selectbox, "B").set_value(f"{STUDY}/random · test").run()
+    button = next(b for b in at.get("download_button") if "disagreements" in b.proto.label)
+    assert button.proto.label == "Download disagreements (CSV)"
+    from dashboards.cached import Project, csv_text, download_name
+    text = csv_text(Project(synthetic_project, ""), pl.DataFrame({"x": [1]}), "disagreements", {"A": "a@b", "B": "c", "seed": None})
+    assert text.splitlines() == [f"# delegation-lab disagreements; project {synthetic_project}; A = a@b; B = c", "x", "1"]
+    name = download_name(Project(synthetic_project, ""), "disagreements", {"A": f"{STUDY}/dqn_map · test", "B": None})
+    assert name.startswith(f"{synthetic_project.name}_disagreements_A-{STUDY}_dqn_map") and name.endswith(".csv")
+    assert "None" not in " ".join(str(v) for v in frame(at, "disagreements_table").drop(columns=["follow A", "follow B"]).to_numpy().ravel())

@@ -6,7 +6,7 @@ import polars as pl
 import streamlit as st
 
 from dashboards import links, paired, queries
-from dashboards.cached import keep_in_url, no_results, project, settings, url_choice
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, settings, url_choice
 
 p = project()
 st.title("Compare two methods")
@@ -107,7 +107,8 @@ won = pl.when(pl.col("A − B correct") > 0).then(pl.lit("A")).otherwise(pl.lit(
 table = result.disagreements.with_columns(won, link_column(a, a_rows).alias("follow A"), link_column(b, b_rows).alias("follow B"))
 if slices.height:
     table = table.join(slices, on="item_id", how="left", maintain_order="left")
-st.dataframe(table, hide_index=True, width="stretch", key="disagreements_table",
+download_csv(p, table, "disagreements", {"A": a_name, "B": b_name}, key="disagreements_download")
+st.dataframe(readable(table, links=("follow A", "follow B")), hide_index=True, width="stretch", key="disagreements_table",
              column_config={"follow A": st.column_config.LinkColumn(display_text="A's steps"),
                             "follow B": st.column_config.LinkColumn(display_text="B's steps")})
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from dashboards import charts, frontier_chart, links, queries
 from dashboards import frontier_points as fp
-from dashboards.cached import frontier_summary, keep_in_url, no_results, project, show_chart, url_choice
+from dashboards.cached import download_csv, frontier_summary, keep_in_url, no_results, project, readable, show_chart, url_choice
 
 p = project()
 title_slot = st.empty()  # the title names the dataset and split chosen below
@@ -145,6 +145,10 @@ with st.expander(f"Frontier points ({drawn.height})"):
     with_steps = set(p.query("trajectory_studies"))
     steps = [links.steps_url(links.StepsKey(s, m, op)) if s in with_steps else None
              for s, m, op in drawn.select("study", "method", "operating_point").iter_rows()]
-    st.dataframe(drawn.with_columns(pl.Series("steps", steps, dtype=pl.String)), hide_index=True, width="stretch",
+    st.dataframe(readable(drawn.with_columns(pl.Series("steps", steps, dtype=pl.String)), links=("steps",)), hide_index=True, width="stretch",
                  key="points_table", column_config={"steps": st.column_config.LinkColumn(
                      display_text="steps", help="This point's steps on the Trajectories page (studies that wrote trajectories).")})
+    download_csv(p, drawn.drop("on_pareto_all", strict=False), "frontier_points",
+                 {"dataset": dataset, "verifier": verifier, "view": "best" if view == fp.BEST else "all",
+                  "studies": studies if studies != here["study"] else None,
+                  "solvers": solver_sets if solver_sets != here["solver_set"] else None}, key="points_download")

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dashboards import charts, queries
 from dashboards import method_groups as mg
-from dashboards.cached import keep_in_url, no_results, project, show_chart, url_choice
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, show_chart, url_choice
 
 METHODS_PER_PAGE = 12  # methods per page of learning curves and executor-mix panels
 
@@ -52,7 +52,7 @@ if splits:
         method_page = st.number_input(f"Methods, {METHODS_PER_PAGE} at a time: page (of {n_pages})", min_value=1,
                                       max_value=n_pages, value=1, key="method_page")
         shown_methods = picked[(int(method_page) - 1) * METHODS_PER_PAGE: int(method_page) * METHODS_PER_PAGE]
-        st.caption(f"{len(picked)} methods; this page: {', '.join(shown_methods)}.")
+        st.caption(f"{len(picked)} methods; this page: {', '.join(f'`{m}`' for m in shown_methods)}.")  # code: `a@b` is no e-mail
     if not picked:
         st.info("No method of this group matches the filter.")
         curves = None
@@ -92,7 +92,8 @@ st.subheader("Summary rows (mean over seeds)")
 if summary.is_empty():
     st.caption(f"results/summaries/{study}.parquet is absent.")
 else:
-    st.dataframe(summary, hide_index=True, width="stretch", key="summary_table")
+    st.dataframe(readable(summary), hide_index=True, width="stretch", key="summary_table")
+    download_csv(p, summary, "summary_rows", {"study": study}, key="summary_download")
 
 credit = p.query("credit_summary", study=study)
 if not credit.is_empty():

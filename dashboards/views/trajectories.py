@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboards import links, queries
 from dashboards.action_codes import action_legend
-from dashboards.cached import keep_in_url, no_results, project, unknown_note, url_choice
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, unknown_note, url_choice
 
 ALL = queries.ALL
 ITEM_STEPS = 1000  # steps of one followed item shown at most
@@ -69,7 +69,9 @@ offset = (int(page) - 1) * page_size
 rows = p.query("steps_page", study=study, method=method_f, seed=seed_f, item_id=item_f, limit=page_size, offset=offset)
 s3.metric("Steps matching", f"{total:,}")
 st.caption(f"Rows {offset + 1 if total else 0}–{offset + rows.height} of {total:,}, ordered by method, seed, episode, step.")
-st.dataframe(rows, hide_index=True, width="stretch", key="steps_table")
+st.dataframe(readable(rows), hide_index=True, width="stretch", key="steps_table")
+download_csv(p, rows, "steps", {"study": study, "method": method_f, "seed": seed_f, "item": item_f, "page": int(page)},
+             key="steps_download")
 
 # ---------------------------------------------------------------------------------------------
 st.header("Follow one item")
