@@ -6,6 +6,7 @@ on both axes whatever the range, the Pareto front, the oracle and the budget as 
 from __future__ import annotations
 
 import math
+import re
 import zlib
 
 import numpy as np
@@ -25,14 +26,19 @@ RINGS = [("circle-open", "#000000"), ("square-open", "#d62728"), ("diamond-open"
          ("triangle-up-open", "#2ca02c"), ("hexagon-open", "#9467bd"), ("star-open", "#ff7f0e")]
 WIDTH_PX, HEIGHT_PX = 1100, 560  # the plot area the label placer assumes (the chart stretches to the page)
 CHAR_PX, LINE_PX = 6.6, 14  # an 11 px label's glyph width and line height
-POSITIONS = {  # textposition -> (dx, dy) of the label box's centre from the marker, in units of (box w/2 + 7, box h/2 + 7)
-    "top center": (0, 1), "bottom center": (0, -1), "middle right": (1, 0), "middle left": (-1, 0),
+POSITIONS = {  # textposition -> (dx, dy) of the label box's centre from the marker, in units of (box w/2 + 7, box h/2 + 7);
+    # diagonal first: clear of the point's own error bars
     "top right": (1, 1), "top left": (-1, 1), "bottom right": (1, -1), "bottom left": (-1, -1),
+    "middle right": (1, 0), "middle left": (-1, 0), "top center": (0, 1), "bottom center": (0, -1),
 }
 
 
+OTHER_COLORS = [c for c in PALETTE if c.lower() not in STUDY_COLORS.values()]
+
+
 def study_color(study: str) -> str:
-    return STUDY_COLORS.get(study) or PALETTE[zlib.crc32(study.encode()) % len(PALETTE)]
+    """The study's colour: fixed for the project's studies, else a hash of its name (never one of theirs)."""
+    return STUDY_COLORS.get(study) or OTHER_COLORS[zlib.crc32(study.encode()) % len(OTHER_COLORS)]
 
 
 def study_colors(studies: list[str]) -> dict[str, str]:
@@ -51,7 +57,7 @@ def place_labels(xs: list[float], ys: list[float], texts: list[str], x_range: tu
     boxes: list[tuple[float, float, float, float]] = [(x - 6, y - 6, x + 6, y + 6) for x, y in px]  # the markers
     out: list[str | None] = []
     for k, ((x, y), text) in enumerate(zip(px, texts, strict=True)):
-        w, h = CHAR_PX * len(text) + 4, LINE_PX
+        w, h = label_width(text), LINE_PX
         chosen = None
         for name, (dx, dy) in POSITIONS.items():
             cx, cy = x + dx * (w / 2 + 7), y + dy * (h / 2 + 7)
@@ -63,6 +69,11 @@ def place_labels(xs: list[float], ys: list[float], texts: list[str], x_range: tu
                 break
         out.append(chosen)
     return out
+
+
+def label_width(text: str) -> float:
+    """The pixel width of a label as drawn (its markup, e.g. <b>, takes no room)."""
+    return CHAR_PX * len(re.sub(r"<[^>]+>", "", text)) + 4
 
 
 def _overlap(a: tuple, b: tuple) -> bool:
@@ -153,7 +164,7 @@ def _labels(fig: go.Figure, drawn: pl.DataFrame, highlight: list[str], x_range: 
             ys.append(y)
     for label, x, y in drawn.filter(pl.col("kind") == "single").select("label", "cost_per_item_usd", "accuracy").iter_rows():
         if label not in highlight:
-            texts.append(label.removeprefix("always-"))
+            texts.append(f"<b>{label.removeprefix('always-')}</b>")
             xs.append(x)
             ys.append(y)
     in_view = [y_range[0] <= y <= y_range[1] and x_range[0] <= math.log10(x) <= x_range[1] for x, y in zip(xs, ys, strict=True)]

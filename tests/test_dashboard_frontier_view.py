@@ -13,7 +13,7 @@ import pytest
 from dashboards import frontier_points as fp
 from dashboards.charts import dollar_ticks
 from dashboards.frontier_chart import (
-    CHAR_PX, HEIGHT_PX, LINE_PX, POSITIONS, WIDTH_PX, frontier_figure, place_labels, study_colors,
+    HEIGHT_PX, LINE_PX, POSITIONS, WIDTH_PX, frontier_figure, label_width, place_labels, study_colors,
 )
 from dashboards.queries import with_pareto
 
@@ -82,7 +82,7 @@ def boxes(fig) -> list[tuple[float, float, float, float]]:
     for x, y, text, where in zip(labels.x, labels.y, labels.text, labels.textposition, strict=True):
         px = (math.log10(x) - x_range[0]) * WIDTH_PX / (x_range[1] - x_range[0])
         py = (y - y_range[0]) * HEIGHT_PX / (y_range[1] - y_range[0])
-        w, h = CHAR_PX * len(text) + 4, LINE_PX
+        w, h = label_width(text), LINE_PX
         dx, dy = POSITIONS[where]
         cx, cy = px + dx * (w / 2 + 7), py + dy * (h / 2 + 7)
         out.append((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2))
@@ -147,3 +147,10 @@ def test_curve_bands_stay_within_what_is_possible() -> None:
     assert min(acc.y) == 0.0 and max(acc.y) == 1.0
     assert min(cost.y) == 0.0
     assert min(ret.y) < 0  # a return has no bound
+
+
+def test_another_studys_colour_is_never_one_of_the_projects() -> None:
+    from dashboards.frontier_chart import STUDY_COLORS
+
+    fixed = set(STUDY_COLORS.values())
+    assert all(study_colors([f"s{k}"])[f"s{k}"].lower() not in fixed for k in range(200))

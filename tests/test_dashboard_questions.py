@@ -99,7 +99,7 @@ def test_highlight_names_the_picked_method(app) -> None:
     marked = next(t for t in figure["data"] if t.get("name") == f"highlighted: {STUDY}/dqn_map")
     labels = next(t for t in figure["data"] if t.get("name") == "labels")
     assert labels["text"][0] == f"{STUDY}/dqn_map"  # highlighted names are placed first
-    assert {"A", "B", "C"} <= set(labels["text"])  # the single models are labelled
+    assert {"<b>A</b>", "<b>B</b>", "<b>C</b>"} <= set(labels["text"])  # the single models are labelled
     others = [t for t in figure["data"] if t.get("mode") == "markers" and not t["name"].startswith("highlighted")]
     assert others and all(t["marker"]["opacity"] < 0.5 for t in others)
     widget(at.multiselect, "Highlight methods").set_value([f"{STUDY}/dqn_map", f"{STUDY}/random"]).run()
