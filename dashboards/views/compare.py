@@ -52,18 +52,23 @@ def p_text(p_value: float) -> str:
     return f"< {1 / intervals.resamples:.2g}" if p_value == 0 else f"{p_value:.3g}"
 
 
+def usd(x: float) -> str:
+    """A signed dollar difference to 4 significant digits: `+$0.0005950`, `−$1.234e-05`."""
+    return f"{'−' if x < 0 else '+'}${abs(x):.4g}"
+
+
 acc, cost = result.summary.row(0, named=True), result.summary.row(1, named=True)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Accuracy A − B", f"{acc['A − B']:+.2%}")
 m2.metric("Accuracy p-value", p_text(acc["p-value"]))
-m3.metric("Cost per item A − B", f"${cost['A − B']:+.3g}")
+m3.metric("Cost per item A − B", usd(cost["A − B"]))
 m4.metric("Cost p-value", p_text(cost["p-value"]))
 conf = f"{intervals.confidence:.0%}"
 st.caption(
     f"On the {result.n_items:,} items of `{a['dataset']}` ({a['split']}) that every seed of both scored "
     f"(A: {a['n_seeds']} seed(s), B: {b['n_seeds']}). Paired item-level bootstrap ({intervals.resamples:,} resamples, "
     f"seed {intervals.seed}; items — and seeds where there are several — resampled, the same resamples for A and B): "
-    f"accuracy A − B in [{acc['low']:+.2%}, {acc['high']:+.2%}], cost A − B in [${cost['low']:+.3g}, ${cost['high']:+.3g}] "
+    f"accuracy A − B in [{acc['low']:+.2%}, {acc['high']:+.2%}], cost A − B in [{usd(cost['low'])}, {usd(cost['high'])}] per item "
     f"({conf} intervals); p-value: two-sided bootstrap test of no difference."
 )
 # %.4g: accuracies (0.9667) and costs per item ($3.125e-05) both keep four significant digits
