@@ -286,6 +286,17 @@ def test_crowded_study_pages_its_methods(app) -> None:
     assert sorted(set(frame(at, "curves_table")["method"])) == CROWD_METHODS[12:]
 
 
+def test_studies_method_filter_is_a_regex(app) -> None:  # noqa: F811
+    at = open_page(app, "studies")
+    widget(at.selectbox, "Study").set_value(CROWD).run()
+    assert widget(at.selectbox, "Method group").value == "(all)"  # one family: m00 ... m20
+    widget(at.text_input, "Method filter (regular expression)").set_value("m0[0-4]$").run()
+    assert not at.exception
+    assert sorted(set(frame(at, "curves_table")["method"])) == CROWD_METHODS[:5]
+    widget(at.text_input, "Method filter (regular expression)").set_value("(").run()
+    assert any("not a valid regular expression" in w.value for w in at.warning)
+
+
 @pytest.mark.parametrize("n_methods", [1, 4, 14, 42, 63])
 def test_executor_mix_figure_fits_any_number_of_methods(n_methods: int) -> None:
     mix = pl.DataFrame([{"method": f"m{k}", "episode": e, "executor": x, "share": 0.5, "n_steps": 2}
