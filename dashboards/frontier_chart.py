@@ -9,7 +9,6 @@ import math
 import re
 import zlib
 
-import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 
@@ -176,5 +175,4 @@ def _labels(fig: go.Figure, drawn: pl.DataFrame, highlight: list[str], x_range: 
                                  text=[texts[i] for i, _ in placed], textposition=[w for _, w in placed],
                                  textfont={"size": 11, "color": "#111"}, name="labels", showlegend=False,
                                  hoverinfo="skip", cliponaxis=False))
-    fig.layout.meta = {"labels_left_out": len(texts) - len(placed), "label_positions": np.asarray(
-        [w for _, w in placed], dtype=object).tolist()}
+    fig.layout.meta = {"labels_left_out": len(texts) - len(placed)}  # the page's caption says how many
