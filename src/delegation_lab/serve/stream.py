@@ -21,6 +21,8 @@ from delegation_lab.serve.calls import ServedSolver, served_item
 from delegation_lab.serve.policies import Policy, Served
 from delegation_lab.serve.wire import ChatRequest, error_response
 from delegation_lab.solvers.base import Answer, Generation, Request, mask_secrets
+from delegation_lab.solvers.http_body import ReplyTooLarge, read_capped
+from delegation_lab.solvers.openai_compat import ERROR_BODY_CHARS
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 
 
@@ -97,12 +99,17 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
     payload = {**backend._payload(request), "stream": True, "stream_options": {"include_usage": True}}
     usage: dict[str, Any] = {}
     error: str | None = None
+    received = 0
     start = time.perf_counter()
     try:
         async with gate, client.stream("POST", "/chat/completions", json=payload) as response:
             if response.status_code >= 400:
-                body = mask_secrets((await response.aread()).decode(errors="replace"), solver.secrets) or ""
-                error = f"HTTP {response.status_code}: {' '.join(body.split())[:200]}"
+                try:
+                    raw = await read_capped(response, backend.params.max_reply_bytes)
+                except ReplyTooLarge as e:
+                    raw = str(e).encode()
+                body = mask_secrets(raw.decode(errors="replace"), solver.secrets) or ""
+                error = f"HTTP {response.status_code}: {' '.join(body.split())[:ERROR_BODY_CHARS]}"
             else:
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
@@ -116,7 +123,13 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
                         piece = (choice.get("delta") or {}).get("content")
                         if piece:
                             parts.append(piece)
+                            received += len(piece.encode())
+                            if received > backend.params.max_reply_bytes:  # a reply is never held whole past the cap
+                                error = f"the streamed reply is over max_reply_bytes ({backend.params.max_reply_bytes})"
+                                break
                             yield mask_secrets(piece, solver.secrets), None
+                    if error:
+                        break
     except (httpx.HTTPError, json.JSONDecodeError) as e:
         error = f"stream failed ({type(e).__name__})"
     text = "".join(parts)
