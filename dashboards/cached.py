@@ -61,7 +61,9 @@ def _run_query(root: str, stamp: str, name: str, kwargs: dict[str, Any]) -> Any:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def paper_tables(root: str, stamp: str) -> dict:
-    return queries.paper_tables(Path(root) / "metrics")
+    """Per study, its paper-vs-ours rows; on replayed answers `calibrated` solver rows say they were not fitted."""
+    simulated = _run_query(root, stamp, "answers_simulated", {})
+    return {study: queries.mark_not_fitted(t, simulated) for study, t in queries.paper_tables(Path(root) / "metrics").items()}
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -79,21 +81,45 @@ def no_results(p: Project, what: str) -> None:
 
 def url_choice(key: str, options: list, default: Any = None, multi: bool = False, cast: Any = str) -> None:
     """Seed the widget state `key` from the URL on first use (else `default`); drop a value the
-    options no longer offer. The widget itself is created with `key=key` and no default."""
+    options no longer offer. A URL value this project does not offer gets a notice and the default,
+    never silently another choice or an empty one. The widget itself is created with `key=key` and
+    no default."""
+    fallback = default if default in options else (options[0] if options else None)
     if key in st.session_state:
         value = st.session_state[key]
         if multi:  # a list none of whose values is offered any more (another dataset): back to the default
             kept = [v for v in value if v in options]
             st.session_state[key] = kept if kept or not value else [v for v in (default or []) if v in options]
         elif value not in options:
-            st.session_state[key] = default if default in options else (options[0] if options else None)
+            st.session_state[key] = fallback
         return
+    if key not in st.query_params:
+        st.session_state[key] = [v for v in (default or []) if v in options] if multi else fallback
+        return
+    raw = st.query_params.get_all(key) if multi else [st.query_params[key]]
+    wanted = [_cast(v, cast) for v in raw]
+    unknown = [r for r, v in zip(raw, wanted, strict=True) if v not in options]
     if multi:
-        wanted = [_cast(v, cast) for v in st.query_params.get_all(key)] if key in st.query_params else list(default or [])
-        st.session_state[key] = [v for v in wanted if v in options]
+        kept = [v for v in wanted if v in options]
+        chosen = kept if kept else [v for v in (default or []) if v in options]
     else:
-        wanted = _cast(st.query_params[key], cast) if key in st.query_params else default
-        st.session_state[key] = wanted if wanted in options else (default if default in options else (options[0] if options else None))
+        chosen = fallback if unknown else wanted[0]
+    if unknown:
+        unknown_note(key, unknown, chosen)
+    st.session_state[key] = chosen
+
+
+def unknown_note(key: str, unknown: list, shown: Any) -> None:
+    """The notice for a URL value the project does not offer (a stale or mistyped link)."""
+    listed = ", ".join(f"`{v}`" for v in unknown)
+    st.warning(f"The address asks for {key} = {listed}, which this project does not have; "
+               f"showing {_shown(shown)} instead.", icon=":material/link_off:")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(f"`{v}`" for v in value) if 0 < len(value) <= 6 else f"{len(value)} values"
+    return f"`{value}`"
 
 
 def _cast(value: str, cast: Any) -> Any:
@@ -141,3 +167,42 @@ def settings(root: str, stamp: str) -> Settings:
         return Settings(params.evaluation.intervals, params.tracking.ui_url)
     except (ConfigError, OSError):
         return Settings(IntervalParams(), TrackingParams().ui_url)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables as shown and as downloaded
+
+
+def readable(frame: Any, links: tuple[str, ...] = ()) -> Any:
+    """A polars frame for st.dataframe: text cells without a value read `—`, never `None` (except
+    the `links` columns, whose empty cells must stay empty, not link to `—`)."""
+    import polars as pl
+
+    text = [c for c, t in frame.schema.items() if t == pl.String and c not in links]
+    return frame.with_columns(pl.col(text).fill_null("—")) if text else frame
+
+
+def download_name(p: Project, what: str, filters: dict[str, Any]) -> str:
+    """`<project>_<what>_<key-value…>.csv`, safe for any file system."""
+    import re
+
+    parts = [p.root.name, what] + [f"{k}-{_flat(v)}" for k, v in filters.items() if v not in (None, "", [])]
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", "_".join(parts))[:180] + ".csv"
+
+
+def download_csv(p: Project, frame: Any, what: str, filters: dict[str, Any], key: str) -> None:
+    """A download button for `frame` as CSV, named by project, table and filters, whose first line
+    (a `#` comment) records the project root, the table and the filters it was cut with."""
+    st.download_button(f"Download {what} (CSV)", csv_text(p, frame, what, filters), file_name=download_name(p, what, filters),
+                       mime="text/csv", key=key, icon=":material/download:")
+
+
+def csv_text(p: Project, frame: Any, what: str, filters: dict[str, Any]) -> str:
+    """The CSV of `frame` under one `#` line naming the table, the project root and the filters."""
+    header = f"# delegation-lab {what}; project {p.root}; " + "; ".join(
+        f"{k} = {_flat(v)}" for k, v in filters.items() if v not in (None, "", [])) + "\n"
+    return header + frame.write_csv()
+
+
+def _flat(value: Any) -> str:
+    return "+".join(map(str, value)) if isinstance(value, list | tuple) else str(value)

@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-PALETTE = px.colors.qualitative.Plotly + px.colors.qualitative.D3 + px.colors.qualitative.Dark24
+# 10 + 24 + 11 distinct colours (D3 would repeat Plotly's first ten under other hex codes)
+PALETTE = px.colors.qualitative.Plotly + px.colors.qualitative.Dark24 + px.colors.qualitative.Safe
 KIND_ORDER = ["study", "oracle", "single", "cascade", "mixture"]
 KIND_MARKER = {  # symbol, size, opacity
     "single": ("square", 11, 0.95),
@@ -56,74 +57,11 @@ def _short_runs(run_ids: str, keep: int = 3) -> str:
 BASELINE_COLORS = {"single": "#222222", "cascade": "#555555", "mixture": "#b0b0b0", "oracle": ORACLE_COLOR}
 
 
-def study_colors(studies: list[str]) -> dict[str, str]:
-    """A stable colour per study (baselines are black/grey by kind, not here)."""
-    others = [s for s in sorted(set(studies)) if s != "baselines"]
-    return {s: PALETTE[k % len(PALETTE)] for k, s in enumerate(others)}
-
-
 def point_label(study: str, method: str) -> str:
     return method if study in ("baselines", "(none)") else f"{study}/{method}"
 
 
-def frontier_figure(points: pl.DataFrame, *, highlight: frozenset[str] | set[str] = frozenset(),
-                    colors: dict[str, str] | None = None, title: str = "") -> go.Figure:
-    """Cost per item (log x) vs accuracy: colour by study, marker by kind, the item-level bootstrap
-    intervals as error bars, the Pareto front (the `on_pareto` column) as a step line, the oracle as
-    a gold star. `highlight` (labels `study/method`, or the method for baselines) enlarges and names
-    those points and dims the rest."""
-    fig = go.Figure()
-    drawn = points.filter(pl.col("cost_per_item_usd") > 0).with_columns(
-        pl.struct("study", "method").map_elements(lambda r: point_label(r["study"], r["method"]), return_dtype=pl.String).alias("label")
-    ) if points.height else points.with_columns(pl.lit("").alias("label"))
-    colors = colors or study_colors(drawn["study"].unique().to_list())
-    front = drawn.filter(pl.col("on_pareto")).sort("cost_per_item_usd")
-    if front.height:
-        fig.add_trace(go.Scatter(
-            x=front["cost_per_item_usd"].to_list(), y=front["accuracy"].to_list(), mode="lines",
-            line={"shape": "hv", "color": "#333", "width": 1.5, "dash": "dash"},
-            name="Pareto front", hoverinfo="skip", legendrank=1,
-        ))
-    dim = bool(highlight)
-    groups = sorted(
-        drawn.select("study", "kind").unique().iter_rows(),
-        key=lambda r: (r[0] != "baselines", r[0], KIND_ORDER.index(r[1]) if r[1] in KIND_ORDER else 99),
-    )
-    for study, kind in groups:
-        g = drawn.filter((pl.col("study") == study) & (pl.col("kind") == kind))
-        symbol, size, opacity = KIND_MARKER.get(kind, ("circle", 10, 0.9))
-        if study != "baselines" and kind == "study":
-            symbol = "circle"
-        color = BASELINE_COLORS.get(kind, "#222") if study == "baselines" else colors.get(study, "#777")
-        name = f"baseline: {kind}" if study == "baselines" else (study if kind == "study" else f"{study}: {kind}")
-        if study == "baselines" and kind == "oracle":
-            name = "oracle"
-        _add_points(fig, g, name, symbol, size, 0.25 if dim else opacity, color, kind,
-                    legendrank=2 if kind == "oracle" else 10 + (KIND_ORDER.index(kind) if kind in KIND_ORDER else 50))
-    marked = drawn.filter(pl.col("label").is_in(list(highlight))) if highlight else drawn.head(0)
-    if marked.height:
-        fig.add_trace(go.Scatter(
-            x=marked["cost_per_item_usd"].to_list(), y=marked["accuracy"].to_list(), mode="markers+text",
-            text=[f"{lab}@{op}" if op != "default" else lab for lab, op in marked.select("label", "operating_point").iter_rows()],
-            textposition="top center", textfont={"size": 11}, name="highlighted", hoverinfo="skip", legendrank=3,
-            marker={"symbol": "circle-open", "size": 18, "color": "#000", "line": {"width": 2.5}},
-        ))
-    oracle = drawn.filter(pl.col("kind") == "oracle")
-    if oracle.height:
-        fig.add_hline(y=oracle["accuracy"].max(), line={"dash": "dot", "color": ORACLE_COLOR, "width": 1},
-                      annotation_text="oracle (upper bound)", annotation_position="top left")
-    fig.update_layout(
-        height=620, margin={"l": 10, "r": 10, "t": 50 if title else 30, "b": 10},
-        title={"text": title, "x": 0.01} if title else None,
-        xaxis={"type": "log", "title": "cost per item (US$, log scale)", **dollar_ticks(drawn["cost_per_item_usd"].to_list())},
-        yaxis={"title": "accuracy (error bars: item-level bootstrap interval)", "tickformat": ".0%"},
-        legend={"title": {"text": "study / kind"}, "itemsizing": "constant"},
-        hoverlabel={"align": "left"},
-    )
-    return fig
-
-
-def _add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: int, opacity: float, color: str,
+def add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: int, opacity: float, color: str,
                 kind: str, legendrank: int) -> None:
     custom = [
         [r["method"], r["operating_point"], r["study"], r["n_seeds"], _short_runs(r["run_ids"]), r["kind"],
@@ -167,14 +105,22 @@ def _ci_errors(g: pl.DataFrame, value: str, prefix: str) -> dict:
 
 def dollar_ticks(costs: list[float]) -> dict:
     """Tick values and "$0.0002"-style labels for a log cost axis: 1-2-5 per decade over a narrow
-    range, decades only over a wide one."""
+    range, decades only over a wide one; where fewer than two of those fall inside the costs' range
+    (a range within one decade), every digit, then evenly spaced round values: every axis keeps
+    labelled ticks."""
     positive = [c for c in costs if c > 0]
     if not positive:
         return {}
-    lo, hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
-    steps = (1, 2, 5) if hi - lo <= 4 else (1,)
-    values = [m * 10.0**e for e in range(lo, hi + 1) for m in steps]
-    values = [v for v in values if min(positive) / 2.5 <= v <= max(positive) * 2.5]
+    c_lo, c_hi = min(positive), max(positive)
+    lo, hi = math.floor(math.log10(c_lo)), math.ceil(math.log10(c_hi))
+    values: list[float] = []
+    for steps in ((1, 2, 5) if hi - lo <= 4 else (1,), tuple(range(1, 10))):
+        grid = [m * 10.0**e for e in range(lo, hi + 1) for m in steps]
+        if sum(c_lo <= v <= c_hi for v in grid) >= 2:
+            values = [v for v in grid if c_lo / 2.5 <= v <= c_hi * 2.5]
+            break
+    if not values:  # a range narrower than one digit step: round values evenly spaced in log
+        values = sorted({float(f"{v:.2g}") for v in np.geomspace(c_lo, c_hi, 4)} | {float(f"{c_lo:.3g}"), float(f"{c_hi:.3g}")})
     labels = ["$" + np.format_float_positional(v, precision=12, trim="-") for v in values]
     return {"tickvals": values, "ticktext": labels}
 
@@ -184,6 +130,9 @@ CURVE_PANELS = [
     ("accuracy", "accuracy per episode (mean correct)", ".0%"),
     ("cost", "cost per episode (US$)", "$.2~g"),
 ]
+
+
+BOUNDS = {"accuracy": (0.0, 1.0), "cost": (0.0, math.inf)}  # what a per-episode mean can be
 
 
 def curve_panels(curves: pl.DataFrame) -> list[tuple[str, str, str]]:
@@ -203,8 +152,9 @@ def learning_curve_figure(curves: pl.DataFrame) -> go.Figure:
             g = curves.filter((pl.col("method") == method) & pl.col(f"{metric}_mean").is_not_null()).sort("episode")
             x = g["episode"].to_list()
             mean, std = g[f"{metric}_mean"].to_list(), g[f"{metric}_std"].fill_null(0.0).to_list()
-            lo = [m - s for m, s in zip(mean, std, strict=True)]
-            hi = [m + s for m, s in zip(mean, std, strict=True)]
+            floor, ceiling = BOUNDS.get(metric, (-math.inf, math.inf))  # a band never past what is possible
+            lo = [max(floor, m - s) for m, s in zip(mean, std, strict=True)]
+            hi = [min(ceiling, m + s) for m, s in zip(mean, std, strict=True)]
             fig.add_trace(go.Scatter(
                 x=x + x[::-1], y=hi + lo[::-1], mode="lines", fill="toself", fillcolor=_rgba(colors[method], 0.18),
                 line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=method,
@@ -265,7 +215,7 @@ def _shown(fig: go.Figure) -> set[str]:
     return {t.name for t in fig.data if t.showlegend}
 
 
-PROVENANCE_COLORS = {"computed": "#1f77b4", "calibrated": "#ff7f0e", "setting": "#9e9e9e"}
+PROVENANCE_COLORS = {"computed": "#1f77b4", "calibrated": "#ff7f0e", "setting": "#9e9e9e", "paper's value, not fitted": "#6d4c41"}
 SYMLOG_TICKS = [0, 1, 5, 20, 100, 1000, 10000]  # percent
 
 

@@ -57,3 +57,23 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, intervals: IntervalParams) -> Comp
     disagree = both.filter(pl.col("correct_a") != pl.col("correct_b")).with_columns(
         (pl.col("correct_a") - pl.col("correct_b")).alias("A − B correct")).sort(["A − B correct", "item_id"], descending=[True, False])
     return Comparison(len(items), pl.DataFrame(rows), disagree.select("item_id", "correct_a", "correct_b", "A − B correct", "cost_a", "cost_b"))
+
+
+def by_slice(a: pl.DataFrame, b: pl.DataFrame, slices: pl.DataFrame, column: str, intervals: IntervalParams) -> pl.DataFrame:
+    """Per value of `column` (an item's `domain` or `difficulty`, from `slices`: item_id, column) over
+    the common items: n items, A's and B's accuracy and cost per item, and the paired A − B of each
+    with its interval (a bootstrap on that slice's items alone, same settings as the whole)."""
+    items = set(common_items(a, b))
+    meta = slices.filter(pl.col("item_id").is_in(list(items)) & pl.col(column).is_not_null())
+    rows = []
+    for (value,), g in sorted(meta.group_by(column), key=lambda kv: kv[0]):
+        ids = sorted(g["item_id"].to_list())
+        boot = ItemBootstrap(len(ids), intervals.resamples, intervals.confidence, intervals.seed)
+        row: dict = {column: str(value), "items": len(ids)}
+        for quantity, col in (("accuracy", "correct"), ("cost (USD/item)", "cost_usd")):
+            va, vb = matrix(a, ids, col), matrix(b, ids, col)
+            test = paired_bootstrap(boot, va, vb)
+            row.update({f"A {quantity}": float(va.mean()), f"B {quantity}": float(vb.mean()),
+                        f"A − B {quantity}": test["difference"], f"low {quantity}": test["ci_low"], f"high {quantity}": test["ci_high"]})
+        rows.append(row)
+    return pl.DataFrame(rows)

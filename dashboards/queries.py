@@ -41,6 +41,7 @@ def fingerprint(root: Path) -> str:
         ("data/answers", "*.parquet"),
         ("results/summaries", "*.parquet"),
         ("results/credit", "*.parquet"),
+        ("results/outcomes", "*.parquet"),
         ("metrics", "*.json"),
         ("results/trajectories", "study=*"),
     ):
@@ -542,6 +543,7 @@ def paper_tables(metrics_dir: Path) -> dict[str, pl.DataFrame]:
             table.append({
                 "metric": row["metric"],
                 "provenance": provenance,
+                "why": row.get("why"),
                 "paper": paper,
                 "ours": ours,
                 "difference": None if diff is None else float(diff),
@@ -553,7 +555,7 @@ def paper_tables(metrics_dir: Path) -> dict[str, pl.DataFrame]:
                 "ours (as given)": None if ours is not None else _text(row["ours"]),
             })
         out[study] = pl.DataFrame(table, schema={
-            "metric": pl.String, "provenance": pl.String, "paper": pl.Float64, "ours": pl.Float64, "difference": pl.Float64,
+            "metric": pl.String, "provenance": pl.String, "why": pl.String, "paper": pl.Float64, "ours": pl.Float64, "difference": pl.Float64,
             "relative difference %": pl.Float64, "charted": pl.Boolean, "not charted because": pl.String,
             "paper (as given)": pl.String, "ours (as given)": pl.String,
         })
@@ -570,6 +572,29 @@ def _why_not_charted(metric: str, paper: float | None, ours: float | None) -> st
     if not comparable(metric):
         return "a spread, test statistic or count"
     return None
+
+
+NOT_FITTED = "paper's value, not fitted"
+NOT_FITTED_WHY = ("the paper's value, not fitted to these answers: this project replays real answers, no solver was "
+                  "set to the paper's figures, so the difference is a measurement, not agreement by construction")
+
+
+def answers_simulated(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the project's cached answers come from the simulated solvers (the embedded default),
+    the only ones a `calibrated` row about solver accuracy and price can have been calibrated."""
+    backends = _values(con, "SELECT DISTINCT backend FROM answers WHERE backend IS NOT NULL")
+    return not backends or set(backends) == {"simulated"}
+
+
+def mark_not_fitted(table: pl.DataFrame, simulated: bool) -> pl.DataFrame:
+    """On real (replayed) answers, rows marked `calibrated` because the simulated solvers were set to
+    the paper's figures (History Matters' always-A accuracy and price) were calibrated to nothing
+    here: they become NOT_FITTED with the reason, never shown as agreement by construction."""
+    if simulated or table.is_empty():
+        return table
+    hit = (pl.col("provenance") == "calibrated") & pl.col("why").fill_null("").str.contains("simulated")
+    return table.with_columns(pl.when(hit).then(pl.lit(NOT_FITTED)).otherwise(pl.col("provenance")).alias("provenance"),
+                              pl.when(hit).then(pl.lit(NOT_FITTED_WHY)).otherwise(pl.col("why")).alias("why"))
 
 
 def within_summary(table: pl.DataFrame, within: float = WITHIN) -> tuple[int, int]:
@@ -615,6 +640,12 @@ def point_outcomes(con: duckdb.DuckDBPyConnection, study: str, method: str, oper
            ORDER BY seed, item_id""",
         {"study": study, "method": method, "op": operating_point, "split": split},
     )
+
+
+def item_slices(con: duckdb.DuckDBPyConnection, item_ids: list[str]) -> pl.DataFrame:
+    """item_id, domain, difficulty of these items (from data/items): the slices of a breakdown."""
+    return _frame(con, "SELECT DISTINCT item_id, domain, difficulty FROM items WHERE list_contains($ids, item_id) ORDER BY item_id",
+                  {"ids": list(item_ids)})
 
 
 def point_runs(con: duckdb.DuckDBPyConnection, study: str, method: str, operating_point: str, split: str) -> list[str]:

@@ -1,10 +1,12 @@
 """Stage `frontier`: every study's summary rows plus solver-only baselines and the oracle on one
-cost-accuracy frontier (results/frontier.parquet, metrics/frontier.json, plots/frontier/)."""
+cost-accuracy frontier (results/frontier.parquet, metrics/frontier.json, plots/frontier/), and the
+baselines' item-level outcomes (results/outcomes/baselines.parquet, the studies' outcome contract)."""
 
 import polars as pl
 
+from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
-from delegation_lab.frontier import build_frontier
+from delegation_lab.frontier import BASELINES, frontier_with_outcomes
 from delegation_lab.frontier_plot import plot_frontier
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason
@@ -33,13 +35,14 @@ def frontier(ctx: StageContext) -> None:
     every_split = read_labeled_answers(ctx.layout)
     labeled = every_split.filter(pl.col("split") == params.split)
     summaries = read_summaries(ctx.layout)
-    outcomes = read_outcomes(ctx.layout)
+    outcomes = read_outcomes(ctx.layout).filter(pl.col("study") != BASELINES)  # the studies', not this stage's own
     evaluation = ctx.params.evaluation
     verifier = build_verifier(evaluation.verifier, ctx.layout.root)
-    table, metrics = build_frontier(labeled, summaries, params, ctx.params.data.dataset, verifier=verifier,
-                                    outcomes=outcomes, intervals=evaluation.intervals,
-                                    search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split))
+    table, metrics, baselines = frontier_with_outcomes(
+        labeled, summaries, params, ctx.params.data.dataset, verifier=verifier, outcomes=outcomes,
+        intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split))
     write_parquet_atomic(table, ctx.layout.frontier)
+    write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
                "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence,
                "studies": studies_run(ctx), **metrics}

@@ -4,6 +4,7 @@ import argparse
 
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
+from delegation_lab.layout import Layout
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.base import configured_secrets, mask_secrets
 from delegation_lab.solvers.cache import AnswerCache
@@ -31,6 +32,13 @@ def solve(ctx: StageContext) -> None:
     solver = build_solver(name, params)
     cache = AnswerCache(ctx.layout.answers(name), ctx.layout.journal(name))
     requests = [solver.request(item) for item in items]
+    if ctx.params.data.dataset == "served":  # what `dlab serve` already paid for, under the same request hash
+        from delegation_lab.serve.journal import adopt_served_answers
+
+        served = Layout(ctx.layout.root / ctx.params.data.served.project)
+        with cache.locked(ctx.args.lock_wait):
+            adopted = adopt_served_answers(cache, served, name, {(r.item.item_id, r.request_hash) for r in requests})
+        print(f"solve@{name}: {adopted} answers adopted from {served.served_answers(name)}")
     executor = build_executor(name, params)  # a bad executor section fails here, before any request
     try:
         run = cache.fill(

@@ -231,6 +231,8 @@ TABLES = {
     "disagreements_table": ({"item_id", "correct_a", "follow A"}, set()),
     "paper_overview": ({"study", "rows"}, {"metric"}),
     "credit_table": ({"mean_credit", "positive_share", "agent"}, set()),
+    "slices_table": ({"items", "A − B accuracy"}, set()),
+    "tied_table": ({"study", "method", "operating_point", "accuracy"}, {"kind", "split"}),
 }
 
 
@@ -256,6 +258,7 @@ MAIN = "SELECT * FROM frontier WHERE dataset = 'synthetic' AND NOT (kind = 'orac
 
 def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     at = open_page(app, "frontier")
+    at.radio(key="view").set_value("All operating points").run()
     assert widget(at.selectbox, "Dataset").value == "synthetic"  # the cached answers' dataset (metrics/frontier.json)
     assert widget(at.selectbox, "Dataset").options == [ENV_DATASET, "synthetic"]
     assert widget(at.selectbox, "Verifier").value == DEFAULT_VERIFIER.name
@@ -296,13 +299,16 @@ def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     figure = json.loads(charts[0].proto.spec)
     assert json.loads(charts[0].proto.config)["toImageButtonOptions"]["format"] == "svg"
     names = [t.get("name") for t in figure["data"]]
-    assert {"oracle", "baseline: single", "Pareto front", STUDY, SUMMARY_ONLY} <= set(names)
-    assert len(names) == len(set(names)), "one legend entry per study and kind"
+    assert {"oracle", "always-A", "Pareto front", "dqn_map", "random", "vickrey", "random mixtures"} <= set(names)
+    legend = [(t.get("legendgroup"), t.get("name")) for t in figure["data"] if t.get("showlegend") is not False]
+    assert len(legend) == len(set(legend)), "one legend entry per method, grouped by study"
+    assert {t["legendgroup"] for t in figure["data"] if t.get("name") in ("dqn_map", "random")} == {STUDY}
+    assert {t.get("legendgrouptitle", {}).get("text") for t in figure["data"] if t.get("name") == "vickrey"} == {SUMMARY_ONLY}
     oracle_trace = next(t for t in figure["data"] if t.get("name") == "oracle")
     assert oracle_trace["marker"]["symbol"] == "star" and len(oracle_trace["x"]) == 1
     assert figure["layout"]["xaxis"]["type"] == "log"
     assert "synthetic" in figure["layout"]["title"]["text"] and "test split" in figure["layout"]["title"]["text"]
-    study_trace = next(t for t in figure["data"] if t.get("name") == STUDY)
+    study_trace = next(t for t in figure["data"] if t.get("name") == "dqn_map")
     k = next(i for i, c in enumerate(study_trace["customdata"]) if c[0] == "dqn_map")
     method, op, study, n_seeds, runs = study_trace["customdata"][k][:5]
     assert (method, op, study, n_seeds) == ("dqn_map", "default", STUDY, 2)
@@ -315,7 +321,7 @@ def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     assert ci["up"] > 0 and study_trace["error_y"]["array"][k] == pytest.approx(ci["up"])
     assert study_trace["error_y"]["arrayminus"][k] == pytest.approx(ci["down"])
     assert study_trace["error_x"]["array"][k] == pytest.approx(ci["right"])
-    single = next(t for t in figure["data"] if t.get("name") == "baseline: single")
+    single = next(t for t in figure["data"] if t.get("name") == "always-A")
     always_a = single["customdata"].index(next(c for c in single["customdata"] if c[0] == "always-A"))
     ci = sql(synthetic_project, "SELECT accuracy_ci_high - accuracy AS up FROM frontier WHERE method = 'always-A'").row(0, named=True)
     assert ci["up"] > 0 and single["error_y"]["array"][always_a] == pytest.approx(ci["up"])

@@ -122,6 +122,20 @@ def assert_nontrivial_png(path: Path) -> None:
     assert colors is not None and len(colors) > 50, "the screenshot is (nearly) blank"
 
 
+def assert_readable_frontier(page) -> None:
+    """Both axes carry tick labels and no two point labels of the chart overlap (their boxes as drawn)."""
+    for axis in ("xtick", "ytick"):
+        texts = [t for t in page.locator(f".js-plotly-plot .{axis} text").all_text_contents() if t.strip()]
+        assert len(texts) >= 2, f"{axis}: {texts}"
+    boxes = [b for b in (t.bounding_box() for t in page.locator(".js-plotly-plot .textpoint text").all()) if b]
+    assert boxes, "no point is labelled"
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            apart = (a["x"] + a["width"] <= b["x"] + 0.5 or b["x"] + b["width"] <= a["x"] + 0.5
+                     or a["y"] + a["height"] <= b["y"] + 0.5 or b["y"] + b["height"] <= a["y"] + 0.5)
+            assert apart, (a, b)
+
+
 def test_pages_render_in_chromium(server: str) -> None:
     executable = chromium_path()
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -146,10 +160,12 @@ def test_pages_render_in_chromium(server: str) -> None:
                 if name == "frontier":
                     assert "frontier" in heading.lower()
                     legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
-                    assert {"baseline: single", "oracle", "Pareto front", STUDY} <= legend, legend
-                    assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 19
+                    assert {"always-A", "oracle", "Pareto front", "dqn_map", "random"} <= legend, legend
+                    assert {"baselines", STUDY} <= legend, legend  # the group titles: methods grouped by study
+                    assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 10
                     assert page.get_by_text("Points shown", exact=True).count() == 1
                     assert page.get_by_text("Best under budget", exact=True).count() == 1
+                    assert_readable_frontier(page)
                     shot = ARTIFACTS / "dashboard_frontier.png"
                 elif name == "studies":
                     assert page.locator(".js-plotly-plot").count() == 2  # learning curves, executor mix
@@ -173,6 +189,33 @@ def test_pages_render_in_chromium(server: str) -> None:
             browser.close()
 
 
+def test_links_open_the_point_and_seed_they_name(server: str, synthetic_root: Path) -> None:
+    """A Compare → Trajectories link (dashboards.links) opens that method and seed; a stale one says so."""
+    from dashboards.links import StepsKey, steps_url
+
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        try:
+            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
+        except sync_api.Error as e:
+            pytest.skip(f"Playwright cannot drive {executable}: {e}")
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            for method, seed in (("random", 1), ("dqn_map", 0)):
+                page.goto(f"{server}/{steps_url(StepsKey(STUDY, method, seed=seed, item='tr003'))}", wait_until="domcontentloaded")
+                settle(page)
+                assert f"method={method}" in page.url and f"seed={seed}" in page.url, page.url  # the pickers' state
+                text = page.locator("body").inner_text()
+                assert f"of {method} (seed {seed}) on this item" in text, text[-1500:]  # the steps followed
+                assert page.locator("[data-testid='stAlert']").count() == 0
+            page.goto(f"{server}/trajectories?study={STUDY}&method=learned_cascade&op=tau%3D0.3", wait_until="domcontentloaded")
+            settle(page)
+            assert "learned_cascade @ tau=0.3" in page.locator("[data-testid='stAlert']").first.inner_text()
+        finally:
+            browser.close()
+
+
 def test_frontier_with_chromium_command_line(server: str) -> None:
     """The same check without Playwright: Chromium's own --dump-dom and --screenshot."""
     executable = chromium_path()
@@ -187,7 +230,7 @@ def test_frontier_with_chromium_command_line(server: str) -> None:
         if "main-svg" in html:
             break
     assert "js-plotly-plot" in html and "main-svg" in html, "the frontier chart did not render"
-    for name in ("baseline: single", "oracle", "Pareto front"):
+    for name in ("always-A", "oracle", "Pareto front"):
         assert f'data-unformatted="{name}"' in html, f"legend entry {name!r} missing"
     assert 'data-testid="stException"' not in html
 

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from dashboards import charts, queries
+from dashboards.links import StepsKey, steps_url
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from tests.test_dashboard import (
@@ -45,13 +46,16 @@ BEST_SQL = """SELECT study, method, operating_point, accuracy, cost_per_item_usd
 @pytest.mark.parametrize("rank", [0, 3, -1])  # the cheapest stop, one in between, the most expensive
 def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project: Path, rank: int) -> None:  # noqa: F811
     at = open_page(app, "frontier")
+    at.radio(key="view").set_value("All operating points").run()
     slider = widget(at.select_slider, "Budget (US$ per item)")
     costs = sql(synthetic_project, """SELECT DISTINCT cost_per_item_usd AS c FROM frontier
                                       WHERE dataset = 'synthetic' AND kind <> 'oracle' ORDER BY c""")["c"].to_list()
-    by_label = {f"${c:.3g}": c for c in costs}  # costs that read the same are one stop, the largest
-    stops = list(by_label.values())
-    assert list(slider.options) == list(by_label)
-    budget = stops[rank]
+    stops = [float(v[1:]) for v in slider.options]  # "$0.000308" labels
+    ratios = np.diff(np.log10(stops))
+    assert stops[0] == pytest.approx(costs[0], rel=5e-3) and stops[-1] == pytest.approx(costs[-1], rel=5e-3)
+    assert ratios.max() <= 1 / 12 + 0.01 and ratios.min() > 0  # evenly spaced in log dollars, 12 a decade
+    assert len(stops) > 20
+    budget = {0: costs[0], -1: costs[-1]}.get(rank) or stops[rank]
     slider.set_value(budget).run()
     assert not at.exception
     best = sql(synthetic_project, BEST_SQL, d="synthetic", b=budget).row(0, named=True)
@@ -63,6 +67,15 @@ def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project:
     caption = next(c.value for c in at.caption if c.value.startswith("Accuracy interval"))
     assert f"[{best['accuracy_ci_low']:.2%}, {best['accuracy_ci_high']:.2%}]" in caption
     assert float(at.query_params["budget"][0] if isinstance(at.query_params["budget"], list) else at.query_params["budget"]) == budget
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    line = next(t for t in figure["data"] if t.get("name", "").startswith("budget $"))
+    assert line["x"] == [budget, budget]  # the budget drawn on the chart
+    tied = sql(synthetic_project, """SELECT DISTINCT study, method FROM frontier WHERE dataset = 'synthetic' AND kind <> 'oracle'
+                                     AND cost_per_item_usd <= $b AND accuracy_ci_high >= $lo AND NOT (study = $s AND method = $m)""",
+               b=budget, lo=best["accuracy_ci_low"], s=best["study"], m=best["method"])
+    if tied.height:
+        table = frame(at, "tied_table")
+        assert sorted(zip(table["study"], table["method"], strict=True)) == sorted(tied.iter_rows())
 
 
 def test_budget_slider_follows_the_dataset(app, synthetic_project: Path) -> None:
@@ -79,13 +92,20 @@ def test_budget_slider_follows_the_dataset(app, synthetic_project: Path) -> None
 
 def test_highlight_names_the_picked_method(app) -> None:
     at = open_page(app, "frontier")
+    at.radio(key="zoom").set_value("off").run()
     widget(at.multiselect, "Highlight methods").set_value([f"{STUDY}/dqn_map"]).run()
     assert not at.exception
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    marked = next(t for t in figure["data"] if t.get("name") == "highlighted")
-    assert marked["text"] == [f"{STUDY}/dqn_map"]
-    others = [t for t in figure["data"] if t.get("mode") == "markers"]
+    marked = next(t for t in figure["data"] if t.get("name") == f"highlighted: {STUDY}/dqn_map")
+    labels = next(t for t in figure["data"] if t.get("name") == "labels")
+    assert labels["text"][0] == f"{STUDY}/dqn_map"  # highlighted names are placed first
+    assert {"<b>A</b>", "<b>B</b>", "<b>C</b>"} <= set(labels["text"])  # the single models are labelled
+    others = [t for t in figure["data"] if t.get("mode") == "markers" and not t["name"].startswith("highlighted")]
     assert others and all(t["marker"]["opacity"] < 0.5 for t in others)
+    widget(at.multiselect, "Highlight methods").set_value([f"{STUDY}/dqn_map", f"{STUDY}/random"]).run()
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    rings = [t["marker"]["symbol"] for t in figure["data"] if t.get("name", "").startswith("highlighted")]
+    assert len(rings) == len(set(rings)) == 2  # a style each
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,12 +156,38 @@ def test_compare_page_matches_duckdb_and_the_paired_bootstrap(app, synthetic_pro
     shown = frame(at, "disagreements_table")
     assert sorted(shown["item_id"]) == disagree["item_id"].to_list() and len(shown) > 0
     first = shown.iloc[0]
-    assert first["follow A"] == f"trajectories?study={STUDY}&method=dqn_map&item={first['item_id']}"
+    seed = sql(synthetic_project, "SELECT min(seed) AS s FROM outcomes WHERE study = $s AND method = 'dqn_map'", s=STUDY)["s"][0]
+    assert first["follow A"] == f"trajectories?study={STUDY}&method=dqn_map&seed={seed}&item={first['item_id']}"
+    assert first["follow A"] == steps_url(StepsKey(STUDY, "dqn_map", seed=int(seed), item=first["item_id"]))
     runs = sql(synthetic_project, "SELECT DISTINCT run_id FROM runs WHERE method = 'dqn_map' ORDER BY run_id")["run_id"].to_list()
     links = " ".join(m.value for m in at.markdown)
     for run in runs:
         assert f"(http://127.0.0.1:5000/#/runs/{run})" in links
     assert at.query_params["a"] in (a, [a])
+
+
+def test_compare_breaks_the_difference_down_by_domain_and_difficulty(app, synthetic_project: Path) -> None:  # noqa: F811
+    at = open_page(app, "compare")
+    widget(at.selectbox, "A").set_value(f"{STUDY}/dqn_map · test").run()
+    widget(at.selectbox, "B").set_value(f"{STUDY}/random · test").run()
+    by_domain = frame(at, "slices_table")
+    n_items = sql(synthetic_project, "SELECT count(DISTINCT item_id) n FROM outcomes WHERE study = $s", s=STUDY)["n"][0]
+    assert list(by_domain["domain"]) == ["arith"] and by_domain["items"].sum() == n_items
+    at.radio(key="slice_by").set_value("difficulty").run()
+    assert not at.exception
+    by_level = frame(at, "slices_table").set_index("difficulty")
+    direct = sql(synthetic_project, """
+        SELECT i.difficulty, count(DISTINCT o.item_id) AS n,
+               avg(correct) FILTER (WHERE method = 'dqn_map') - avg(correct) FILTER (WHERE method = 'random') AS diff
+        FROM outcomes o JOIN items i USING (item_id) WHERE study = $s GROUP BY i.difficulty ORDER BY i.difficulty""", s=STUDY)
+    assert list(by_level.index) == [str(d) for d in direct["difficulty"]]
+    for d, n, diff in direct.iter_rows():
+        row = by_level.loc[str(d)]
+        assert row["items"] == n and row["A − B accuracy"] == pytest.approx(100 * diff)  # shown in percent
+        assert row["low accuracy"] <= row["A − B accuracy"] <= row["high accuracy"]
+    shown = frame(at, "disagreements_table")
+    assert {"domain", "difficulty", "more often right"} <= set(shown.columns)
+    assert set(shown["more often right"]) <= {"A", "B"}
 
 
 def test_compare_link_opens_the_item_on_trajectories(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
@@ -169,7 +215,21 @@ def test_frontier_view_is_restored_from_the_url(synthetic_project: Path, monkeyp
     assert widget(at.multiselect, "Study").value == ["baselines", STUDY]
     assert widget(at.multiselect, "Highlight methods").value == [f"{STUDY}/random"]
     n = sql(synthetic_project, "SELECT count(*) n FROM frontier WHERE dataset = 'synthetic' AND study IN ('baselines', $s)", s=STUDY)["n"][0]
+    assert metric(at, "Points shown") is not None and not at.warning
+    at.radio(key="view").set_value("All operating points").run()
     assert int(metric(at, "Points shown")) == n
+
+
+def test_a_stale_url_value_says_so_and_falls_back_to_the_defaults(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setenv("DLAB_ROOT", str(synthetic_project))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"dataset": "synthetic", "studies": "bogus", "highlight": "nobody/none"})
+    at.run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "`bogus`" in said and "`nobody/none`" in said
+    assert widget(at.multiselect, "Study").value == widget(at.multiselect, "Study").options  # the default: every study
+    assert int(metric(at, "Points shown")) > 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,6 +284,17 @@ def test_crowded_study_pages_its_methods(app) -> None:
     mix = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert {a["text"] for a in mix["layout"]["annotations"]} == set(CROWD_METHODS[12:])
     assert sorted(set(frame(at, "curves_table")["method"])) == CROWD_METHODS[12:]
+
+
+def test_studies_method_filter_is_a_regex(app) -> None:  # noqa: F811
+    at = open_page(app, "studies")
+    widget(at.selectbox, "Study").set_value(CROWD).run()
+    assert widget(at.selectbox, "Method group").value == "(all)"  # one family: m00 ... m20
+    widget(at.text_input, "Method filter (regular expression)").set_value("m0[0-4]$").run()
+    assert not at.exception
+    assert sorted(set(frame(at, "curves_table")["method"])) == CROWD_METHODS[:5]
+    widget(at.text_input, "Method filter (regular expression)").set_value("(").run()
+    assert any("not a valid regular expression" in w.value for w in at.warning)
 
 
 @pytest.mark.parametrize("n_methods", [1, 4, 14, 42, 63])
@@ -295,3 +366,49 @@ def test_comparable_rejects_spreads_tests_and_counts() -> None:
         assert not queries.comparable(metric_), metric_
     for metric_ in ("a.late_return_mean", "p_sweep.p=0.accuracy", "rq1.success_redref", "a.cum_cost_mean"):
         assert queries.comparable(metric_), metric_
+
+
+HM_METRICS = {"management": {
+    "always_a": {"accuracy_mean": 0.40, "cost_mean": 0.02}, "dqn_map": {"accuracy_mean": 0.5},
+    "paper": {"always_a": {"accuracy_mean": 0.967, "cost_mean": 0.0027}, "dqn_map": {"accuracy_mean": 0.95}}},
+    "provenance": {"management.always_a.accuracy_mean": {"kind": "calibrated", "why": "reads back solver A's simulated accuracy and price"},
+                   "management.always_a.cost_mean": {"kind": "calibrated", "why": "reads back solver A's simulated accuracy and price"}}}
+
+
+@pytest.mark.parametrize("backend", ["simulated", "replay"])
+def test_calibrated_rows_say_not_fitted_on_replayed_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    from delegation_lab.layout import Layout
+    from delegation_lab.schemas import ANSWERS_SCHEMA
+    from delegation_lab.tables import write_json_atomic, write_parquet_atomic
+
+    layout = Layout(tmp_path)
+    write_json_atomic(HM_METRICS, layout.metrics("coordinator"))
+    write_parquet_atomic(pl.DataFrame([{"solver": "A", "item_id": "i", "request_hash": "h", "backend": backend}],
+                                      schema_overrides={k: v for k, v in ANSWERS_SCHEMA.items() if k in ("solver", "item_id", "request_hash", "backend")})
+                         .select([pl.col(c) if c in ("solver", "item_id", "request_hash", "backend") else pl.lit(None, dtype=t).alias(c)
+                                  for c, t in ANSWERS_SCHEMA.items()]), layout.answers("A"))
+    monkeypatch.setenv("DLAB_ROOT", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/paper.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = frame(at, "paper_table").set_index("metric")
+    expected = "calibrated" if backend == "simulated" else queries.NOT_FITTED
+    assert table.loc["management.always_a.accuracy_mean", "provenance"] == expected
+    assert table.loc["management.dqn_map.accuracy_mean", "provenance"] == "computed"
+    if backend == "replay":
+        assert "not fitted" in table.loc["management.always_a.cost_mean", "why"]
+
+
+def test_downloads_say_what_they_are(app, synthetic_project: Path) -> None:  # noqa: F811
+    at = open_page(app, "compare")
+    widget(at.selectbox, "A").set_value(f"{STUDY}/dqn_map · test").run()
+    widget(at.selectbox, "B").set_value(f"{STUDY}/random · test").run()
+    button = next(b for b in at.get("download_button") if "disagreements" in b.proto.label)
+    assert button.proto.label == "Download disagreements (CSV)"
+    from dashboards.cached import Project, csv_text, download_name
+    text = csv_text(Project(synthetic_project, ""), pl.DataFrame({"x": [1]}), "disagreements", {"A": "a@b", "B": "c", "seed": None})
+    assert text.splitlines() == [f"# delegation-lab disagreements; project {synthetic_project}; A = a@b; B = c", "x", "1"]
+    name = download_name(Project(synthetic_project, ""), "disagreements", {"A": f"{STUDY}/dqn_map · test", "B": None})
+    assert name.startswith(f"{synthetic_project.name}_disagreements_A-{STUDY}_dqn_map") and name.endswith(".csv")
+    assert "None" not in " ".join(str(v) for v in frame(at, "disagreements_table").drop(columns=["follow A", "follow B"]).to_numpy().ravel())

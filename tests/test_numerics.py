@@ -65,6 +65,11 @@ def test_a_stage_started_from_the_command_line_runs_pinned_whatever_the_environm
     assert out.stdout.split() == ["AVX2", "AVX2", "1", "v3", "False"]
 
 
+def _is_timing(key: str) -> bool:
+    """Keys that measure speed, not content: `fit_seconds`, `route_items_per_second`, `runtime_s`."""
+    return "second" in key or key.endswith("_s")
+
+
 def _digest(project: Path) -> str:
     """The routers stage's content outputs (no timings): summaries, outcomes, and its metrics less
     the keys that measure speed."""
@@ -75,7 +80,7 @@ def _digest(project: Path) -> str:
 
     def content(obj):
         if isinstance(obj, dict):
-            return {k: content(v) for k, v in obj.items() if "second" not in k and "per_second" not in k}
+            return {k: content(v) for k, v in obj.items() if not _is_timing(k)}
         return [content(v) for v in obj] if isinstance(obj, list) else obj
 
     h.update(json.dumps(content(metrics), sort_keys=True).encode())

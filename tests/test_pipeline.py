@@ -70,6 +70,15 @@ def test_repro_writes_every_contract(smoke_dag, tmp_path):
     assert {k: fm["search"][k] for k in ("exhaustive", "cascades_possible", "cascades_kept", "search_split")} == {
         "exhaustive": True, "cascades_possible": 4, "cascades_kept": 4, "search_split": None}
     assert (project / "plots" / "frontier" / "frontier.png").stat().st_size > 10_000
+    # the baselines' item-level outcomes (Compare pairs them with any point): they reproduce every
+    # baseline row, and a rerun, which finds them on disk, neither reads them nor changes the frontier
+    outcomes = pl.read_parquet(project / "results" / "outcomes" / "baselines.parquet")
+    means = outcomes.group_by("method", "operating_point").agg(pl.col("correct").mean().alias("mean"))
+    both = frontier.filter(pl.col("study") == "baselines").join(means, on=["method", "operating_point"])
+    assert both.height == frontier.filter(pl.col("study") == "baselines").height
+    assert both["mean"].to_numpy() == pytest.approx(both["accuracy"].to_numpy())
+    run([str(BIN / "python"), "stages/frontier.py"], project)
+    assert pl.read_parquet(project / "results" / "frontier.parquet").equals(frontier)
 
 
 @pytest.mark.slow

@@ -126,7 +126,7 @@ def test_lists_and_structs_render_in_csv_and_json(project: Path):
     out = dlab_query(project, sql, "--format", "json")
     assert out.exit_code == 0, out.output
     rows = json.loads(out.output)
-    assert rows[0]["tags"] == ["x", "y"] and rows[0]["s"] == {"n": 1, "l": [1.5]} and json.loads(rows[0]["i"])["days"] == 2  # INTERVAL: text
+    assert rows[0]["tags"] == ["x", "y"] and rows[0]["s"] == {"n": 1, "l": [1.5]} and rows[0]["i"]["days"] == 2  # INTERVAL: an object, like a struct
     table = dlab_query(project, sql)
     assert table.exit_code == 0 and "i1" in table.output
 

@@ -2,13 +2,11 @@
 difference in accuracy and cost with bootstrap intervals and the paired test, the items where they
 disagree (linked to Trajectories), and the MLflow runs behind each."""
 
-from urllib.parse import urlencode
-
 import polars as pl
 import streamlit as st
 
-from dashboards import paired, queries
-from dashboards.cached import keep_in_url, no_results, project, settings, url_choice
+from dashboards import links, paired, queries
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, settings, url_choice
 
 p = project()
 st.title("Compare two methods")
@@ -54,36 +52,68 @@ def p_text(p_value: float) -> str:
     return f"< {1 / intervals.resamples:.2g}" if p_value == 0 else f"{p_value:.3g}"
 
 
+def usd(x: float) -> str:
+    """A signed dollar difference to 4 significant digits: `+$0.0005950`, `−$1.234e-05`."""
+    return f"{'−' if x < 0 else '+'}${abs(x):.4g}"
+
+
 acc, cost = result.summary.row(0, named=True), result.summary.row(1, named=True)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Accuracy A − B", f"{acc['A − B']:+.2%}")
 m2.metric("Accuracy p-value", p_text(acc["p-value"]))
-m3.metric("Cost per item A − B", f"${cost['A − B']:+.3g}")
+m3.metric("Cost per item A − B", usd(cost["A − B"]))
 m4.metric("Cost p-value", p_text(cost["p-value"]))
 conf = f"{intervals.confidence:.0%}"
 st.caption(
     f"On the {result.n_items:,} items of `{a['dataset']}` ({a['split']}) that every seed of both scored "
     f"(A: {a['n_seeds']} seed(s), B: {b['n_seeds']}). Paired item-level bootstrap ({intervals.resamples:,} resamples, "
     f"seed {intervals.seed}; items — and seeds where there are several — resampled, the same resamples for A and B): "
-    f"accuracy A − B in [{acc['low']:+.2%}, {acc['high']:+.2%}], cost A − B in [${cost['low']:+.3g}, ${cost['high']:+.3g}] "
+    f"accuracy A − B in [{acc['low']:+.2%}, {acc['high']:+.2%}], cost A − B in [{usd(cost['low'])}, {usd(cost['high'])}] per item "
     f"({conf} intervals); p-value: two-sided bootstrap test of no difference."
 )
-st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_table")
+# %.4g: accuracies (0.9667) and costs per item ($3.125e-05) both keep four significant digits
+st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_table",
+             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in result.summary.columns if c != "quantity"})
+
+st.subheader("By domain and difficulty")
+slices = p.query("item_slices", item_ids=sorted(set(a_rows["item_id"].to_list()) & set(b_rows["item_id"].to_list())))
+by = st.radio("Slice by", ["domain", "difficulty"], horizontal=True, key="slice_by")
+sliced = paired.by_slice(a_rows, b_rows, slices, by, intervals) if slices.height else pl.DataFrame()
+if sliced.is_empty():
+    st.caption("data/items has no domain or difficulty for these items.")
+else:
+    st.caption(f"Per {by}: the items of that slice alone, paired bootstrap ({intervals.resamples:,} resamples, {conf} "
+               "intervals: `low` – `high`); a slice of few items has a wide interval. Costs in US$ per item.")
+    pct = st.column_config.NumberColumn(format="%.2f%%")
+    st.dataframe(sliced.with_columns([pl.col(c) * 100 for c in sliced.columns if c.endswith(" accuracy")]),
+                 hide_index=True, width="stretch", key="slices_table",
+                 column_config={**{c: pct for c in sliced.columns if c.endswith(" accuracy")},
+                                **{c: st.column_config.NumberColumn(format="%.4g") for c in sliced.columns if c.endswith("(USD/item)")}})
 
 st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
-           "The links open the item on the Trajectories page for A's run (when the study wrote trajectories).")
+           "The links open the item on the Trajectories page at exactly that method, operating point and its "
+           "first seed (blank where the study wrote no trajectories, e.g. the frontier's baselines).")
 
 
-def trajectory_link(row: dict, who: dict) -> str:
-    return "trajectories?" + urlencode({"study": who["study"], "method": who["method"], "item": row["item_id"]})
+with_steps = set(p.query("trajectory_studies"))
 
 
-table = result.disagreements.with_columns(
-    pl.Series("follow A", [trajectory_link(r, a) for r in result.disagreements.iter_rows(named=True)], dtype=pl.String),
-    pl.Series("follow B", [trajectory_link(r, b) for r in result.disagreements.iter_rows(named=True)], dtype=pl.String),
-)
-st.dataframe(table, hide_index=True, width="stretch", key="disagreements_table",
+def link_column(who: dict, rows: pl.DataFrame) -> pl.Series:
+    """Per disagreement, the link to `who`'s steps on that item (its first seed), or None when its
+    study wrote no trajectories."""
+    seed = int(rows["seed"].min()) if rows.height else None
+    urls = [links.steps_url(links.StepsKey(who["study"], who["method"], who["operating_point"], seed, item))
+            if who["study"] in with_steps else None for item in result.disagreements["item_id"].to_list()]
+    return pl.Series(urls, dtype=pl.String)
+
+
+won = pl.when(pl.col("A − B correct") > 0).then(pl.lit("A")).otherwise(pl.lit("B")).alias("more often right")
+table = result.disagreements.with_columns(won, link_column(a, a_rows).alias("follow A"), link_column(b, b_rows).alias("follow B"))
+if slices.height:
+    table = table.join(slices, on="item_id", how="left", maintain_order="left")
+download_csv(p, table, "disagreements", {"A": a_name, "B": b_name}, key="disagreements_download")
+st.dataframe(readable(table, links=("follow A", "follow B")), hide_index=True, width="stretch", key="disagreements_table",
              column_config={"follow A": st.column_config.LinkColumn(display_text="A's steps"),
                             "follow B": st.column_config.LinkColumn(display_text="B's steps")})
 

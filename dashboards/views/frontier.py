@@ -4,8 +4,9 @@ shown, the oracle, a method picker that highlights, and a budget slider (best me
 import polars as pl
 import streamlit as st
 
-from dashboards import charts, queries
-from dashboards.cached import frontier_summary, keep_in_url, no_results, project, show_chart, url_choice
+from dashboards import charts, frontier_chart, links, queries
+from dashboards import frontier_points as fp
+from dashboards.cached import download_csv, frontier_summary, keep_in_url, no_results, project, readable, show_chart, url_choice
 
 p = project()
 title_slot = st.empty()  # the title names the dataset and split chosen below
@@ -38,60 +39,86 @@ studies = c4.multiselect("Study", here["study"], key="studies")
 
 points = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
                  solver_sets=solver_sets, studies=studies)
-drawn, study_oracles = queries.chart_points(points)
-labels = sorted({charts.point_label(s, m) for s, m in drawn.filter(pl.col("kind") != "mixture").select("study", "method").iter_rows()})
+every, study_oracles = queries.chart_points(points)
+labels = sorted({charts.point_label(s, m) for s, m in every.filter(pl.col("kind") != "mixture").select("study", "method").iter_rows()})
+c5, c6, c7 = st.columns([3, 2, 1])
 url_choice("highlight", labels, [], multi=True)
-highlight = st.multiselect("Highlight methods", labels, key="highlight",
-                           help="Enlarge and name these methods' points; the rest are dimmed.")
+highlight = c5.multiselect("Highlight methods", labels, key="highlight",
+                           help="Ring and name these methods' points, each in its own style; the rest are dimmed.")
+url_choice("view", fp.VIEWS, fp.BEST)
+view = c6.radio("Points", fp.VIEWS, key="view", help="The Pareto front is computed on every operating point either way.")
+url_choice("zoom", ["on", "off"], "on")
+zoom = c7.radio("Zoom to the contested band", ["on", "off"], key="zoom", horizontal=True,
+                help="The accuracy band where methods compete: from the lower quartile of the points' accuracies to the best.")
 keep_in_url(dataset=dataset, verifier=verifier, solvers=solver_sets if solver_sets != here["solver_set"] else None,
-            studies=studies if studies != here["study"] else None, highlight=highlight)
-if drawn.is_empty():
+            studies=studies if studies != here["study"] else None, highlight=highlight,
+            view=None if view == fp.BEST else view, zoom=None if zoom == "on" else zoom)
+if every.is_empty():
     st.warning("No frontier point matches these filters.")
     st.stop()
+drawn = fp.best_and_pareto(every) if view == fp.BEST else every
 
 oracle = drawn.filter(pl.col("kind") == "oracle")
 a, b, c, d = st.columns(4)
-a.metric("Points shown", drawn.height)
+a.metric("Points shown", drawn.height, help=f"Of {every.height} operating points on these filters.")
 b.metric("On the Pareto front", int(drawn["on_pareto"].sum()))
 if oracle.height:
     c.metric("Oracle accuracy", f"{oracle['accuracy'][0]:.2%}")
     d.metric("Oracle cost per item", f"${oracle['cost_per_item_usd'][0]:.3g}")
 
-colors = charts.study_colors(options["study"])  # the same colour for a study on every dataset
+# ---------------------------------------------------------------------------------------------
+steps = fp.budget_stops(drawn)
+budget = None
+if steps:
+    url_choice("budget", steps, steps[-1], cast=float)
+    budget = st.select_slider("Budget (US$ per item)", options=steps, key="budget", format_func=queries.budget_label,
+                              help="Stops evenly spaced in log dollars. The most accurate point (oracle excluded) costing "
+                                   "at most this much per item; drawn as a line on the chart.")
+    keep_in_url(budget=repr(budget))
+
+band = fp.contested_band(drawn) if zoom == "on" else None
 title = f"{dataset} · {split} split · verifier {verifier}"
-show_chart(charts.frontier_figure(drawn, highlight=set(highlight), colors=colors, title=title), "frontier_chart", f"frontier_{dataset}")
+figure = frontier_chart.frontier_figure(drawn, highlight=highlight, title=title, band=band,
+                                        costs=fp.cost_range(drawn, band), budget=budget)
+show_chart(figure, "frontier_chart", f"frontier_{dataset}")
 zero_cost = drawn.filter(pl.col("cost_per_item_usd") <= 0).height
+hidden = fp.outside(drawn, band)
 st.caption(
-    "Colour: study (baselines in black and grey). Markers: ■ always one solver, ▲ cascade, small ● random mixtures, "
-    "● a study's operating points, ★ oracle — the cheapest correct solver per item, an upper bound no router reaches. "
-    "Error bars: the item-level bootstrap interval. Dashed step line: the Pareto front of the points shown "
-    "(recomputed when a filter removes points; oracle excluded). Hover a point for its operating point, seeds and MLflow runs."
+    "Colour: study (the same colour for a study in every project; baselines in black and grey). Legend: one entry per "
+    "method, grouped by study (click one to hide it). Markers: ■ always one solver (labelled), ▲ cascade, small ● random "
+    "mixtures, ★ oracle — the cheapest correct solver per item, an upper bound no router reaches. Error bars: the "
+    "item-level bootstrap interval. Dashed step line: the Pareto front of the points shown (recomputed when a filter "
+    "removes points; oracle excluded). Hover a point for its operating point, seeds and MLflow runs."
+    + (f" Zoomed to accuracies {band[0]:.1%}–{band[1]:.1%}: {hidden} point(s) lie outside (zoom off to see them)." if band else "")
+    + (f" {figure.layout.meta['labels_left_out']} label(s) left out where they would overlap (hover names every point)."
+       if figure.layout.meta["labels_left_out"] else "")
     + (f" {zero_cost} point(s) with zero cost cannot be drawn on the log axis." if zero_cost else "")
     + (f" Not drawn: {study_oracles.height} study oracle point(s) "
        f"({', '.join(sorted(set(study_oracles['study'] + '/' + study_oracles['method'])))}), the same upper bound." if study_oracles.height else "")
 )
 
-# ---------------------------------------------------------------------------------------------
-st.subheader("Best method under a budget")
-steps = queries.budget_steps(drawn)
-if steps:
-    url_choice("budget", steps, steps[-1], cast=float)
-    budget = st.select_slider("Budget (US$ per item)", options=steps, key="budget", format_func=queries.budget_label,
-                              help="The most accurate point (oracle excluded) costing at most this much per item.")
-    keep_in_url(budget=repr(budget))
+st.subheader("Best method under the budget")
+if budget is not None:
     best = queries.best_under_budget(drawn, budget)
     if best is None:
         st.caption("No point is that cheap.")
     else:
         name = charts.point_label(best["study"], best["method"])
+        full = name + ("" if best["operating_point"] == "default" else f" @ {best['operating_point']}")
         lo, hi = best["accuracy_ci_low"], best["accuracy_ci_high"]
         b1, b2, b3 = st.columns([2, 1, 1])
-        b1.metric("Best under budget", name + ("" if best["operating_point"] == "default" else f" @ {best['operating_point']}"))
+        b1.metric("Best under budget", full, help=full)
         b2.metric("Its accuracy", f"{best['accuracy']:.2%}",
                   help="95 % item-level bootstrap interval below (none when the study wrote no item outcomes).")
         b3.metric("Its cost per item", f"${best['cost_per_item_usd']:.3g}")
         st.caption(f"Accuracy interval: {'(none: no item-level outcomes)' if lo is None else f'[{lo:.2%}, {hi:.2%}]'}; "
-                   f"cost interval: {charts.interval_text(best, 'cost', '.3g')}. Study `{best['study']}`, kind `{best['kind']}`.")
+                   f"cost interval: {charts.interval_text(best, 'cost', '.3g')}. `{full}`, study `{best['study']}`, kind `{best['kind']}`.")
+        tied = fp.tied_with(every, best, budget)
+        if tied.height:
+            st.markdown(f"**Tied within their intervals** ({tied.height}): their accuracy intervals overlap the winner's, "
+                        "so these items do not tell them apart:")
+            st.dataframe(tied.with_columns(pl.col("accuracy").map_elements(lambda v: f"{v:.2%}", return_dtype=pl.String)),
+                         hide_index=True, key="tied_table", height=min(36 * (tied.height + 1) + 3, 250))
 
 # ---------------------------------------------------------------------------------------------
 if summary and dataset == main_dataset:
@@ -115,4 +142,13 @@ else:
     st.caption(f"The per-method summary (AIQ, APGR, CPT) of metrics/frontier.json covers `{main_dataset}` only.")
 
 with st.expander(f"Frontier points ({drawn.height})"):
-    st.dataframe(drawn, hide_index=True, width="stretch", key="points_table")
+    with_steps = set(p.query("trajectory_studies"))
+    steps = [links.steps_url(links.StepsKey(s, m, op)) if s in with_steps else None
+             for s, m, op in drawn.select("study", "method", "operating_point").iter_rows()]
+    st.dataframe(readable(drawn.with_columns(pl.Series("steps", steps, dtype=pl.String)), links=("steps",)), hide_index=True, width="stretch",
+                 key="points_table", column_config={"steps": st.column_config.LinkColumn(
+                     display_text="steps", help="This point's steps on the Trajectories page (studies that wrote trajectories).")})
+    download_csv(p, drawn.drop("on_pareto_all", strict=False), "frontier_points",
+                 {"dataset": dataset, "verifier": verifier, "view": "best" if view == fp.BEST else "all",
+                  "studies": studies if studies != here["study"] else None,
+                  "solvers": solver_sets if solver_sets != here["solver_set"] else None}, key="points_download")

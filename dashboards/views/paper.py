@@ -18,7 +18,9 @@ st.caption(
     "A paper's figure sits at the same key path as ours with one extra `paper` segment "
     "(e.g. `management.paper.dqn_map.late_return_mean` beside `management.dqn_map.late_return_mean`). "
     "Difference = ours − paper. Provenance: **computed** — measured by our run; **calibrated** — an input chosen "
-    "to match the paper (agreement is by construction); **setting** — a configured value read back. "
+    "to match the paper (agreement is by construction); **setting** — a configured value read back; "
+    "**paper's value, not fitted** — on a project replaying real answers, a row the default project calibrates "
+    "(solver A's accuracy and price) compares these answers with the paper's setting, to which nothing was fitted. "
     "Charted: comparable quantities only (no std, p-values or counts; no zero or worded paper values), "
     "on a symmetric-log axis (linear near 0, logarithmic beyond), so one large difference does not flatten the rest."
 )

@@ -4,7 +4,8 @@ training, the study's summary rows, and the per-agent Shapley credit of its repl
 import streamlit as st
 
 from dashboards import charts, queries
-from dashboards.cached import keep_in_url, no_results, project, show_chart, url_choice
+from dashboards import method_groups as mg
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, show_chart, url_choice
 
 METHODS_PER_PAGE = 12  # methods per page of learning curves and executor-mix panels
 
@@ -30,18 +31,43 @@ if splits:
         help="Each seed averages the episodes of a bucket first; the curve is the mean over seeds.",
     )
     methods = p.query("study_methods", study=study, split=split)
-    shown_methods = None
-    if len(methods) > METHODS_PER_PAGE:  # page the methods: readable charts, and only their partitions read
-        n_pages = -(-len(methods) // METHODS_PER_PAGE)
+    groups = mg.families(methods)
+    g1, g2 = st.columns([1, 2])
+    group_options = [mg.ALL, *groups]
+    url_choice("group", group_options, mg.default_group(methods, METHODS_PER_PAGE))
+    group = g1.selectbox("Method group", group_options, key="group",
+                         format_func=lambda g: f"{g} ({len(methods) if g == mg.ALL else len(groups[g])})",
+                         help="Methods by family (the first part of their name): related methods together, a study's "
+                              "separate domains (e.g. market's chain worlds) apart.")
+    pattern = g2.text_input("Method filter (regular expression)", key="method_regex", help="e.g. `dqn|random`, `@R0.5x$`")
+    in_group = methods if group == mg.ALL else groups[group]
+    picked = mg.matching(in_group, pattern)
+    if picked is None:
+        st.warning(f"`{pattern}` is not a valid regular expression: showing every method of the group.")
+        picked = in_group
+    keep_in_url(group=None if group == mg.default_group(methods, METHODS_PER_PAGE) else group)
+    shown_methods = None if picked == methods else picked
+    if len(picked) > METHODS_PER_PAGE:  # page what is left: readable charts, and only their partitions read
+        n_pages = -(-len(picked) // METHODS_PER_PAGE)
         method_page = st.number_input(f"Methods, {METHODS_PER_PAGE} at a time: page (of {n_pages})", min_value=1,
                                       max_value=n_pages, value=1, key="method_page")
-        shown_methods = methods[(int(method_page) - 1) * METHODS_PER_PAGE: int(method_page) * METHODS_PER_PAGE]
-        st.caption(f"{len(methods)} methods; this page: {', '.join(shown_methods)}.")
-    curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket), methods=shown_methods)
+        shown_methods = picked[(int(method_page) - 1) * METHODS_PER_PAGE: int(method_page) * METHODS_PER_PAGE]
+        st.caption(f"{len(picked)} methods; this page: {', '.join(f'`{m}`' for m in shown_methods)}.")  # code: `a@b` is no e-mail
+    if not picked:
+        st.info("No method of this group matches the filter.")
+        curves = None
+    elif n_episodes <= 1:
+        st.info(f"One episode per seed on `{split}` (a held-out evaluation): no curve to draw. Its numbers are in the "
+                "summary rows below; the training split, if the study logged one, has the curves.")
+        curves = None
+    else:
+        curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket), methods=shown_methods)
+if splits and curves is not None:
     st.subheader("Learning curves")
     present = {name for name, _, _ in charts.curve_panels(curves)}
     missing = [name for name, _, _ in charts.CURVE_PANELS if name not in present] if curves.height else []
-    st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds."
+    st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds, clipped to what "
+               "is possible (accuracy in [0, 1], cost ≥ 0)."
                + (f" No panel for {', '.join(missing)}: this study's steps do not record it." if missing else ""))
     show_chart(charts.learning_curve_figure(curves), "curves_chart", f"{study}_{split}_learning_curves")
     with st.expander("Learning-curve data"):
@@ -57,7 +83,7 @@ if splits:
         show_chart(charts.executor_mix_figure(mix), "mix_chart", f"{study}_{split}_executor_mix")
         with st.expander("Executor-mix data"):
             st.dataframe(mix, hide_index=True, width="stretch", key="mix_table")
-else:
+elif not splits:
     keep_in_url(study=study, split=None)
     st.info(f"Study `{study}` has summary rows but no trajectories: no learning curves to draw.")
 
@@ -66,7 +92,8 @@ st.subheader("Summary rows (mean over seeds)")
 if summary.is_empty():
     st.caption(f"results/summaries/{study}.parquet is absent.")
 else:
-    st.dataframe(summary, hide_index=True, width="stretch", key="summary_table")
+    st.dataframe(readable(summary), hide_index=True, width="stretch", key="summary_table")
+    download_csv(p, summary, "summary_rows", {"study": study}, key="summary_download")
 
 credit = p.query("credit_summary", study=study)
 if not credit.is_empty():

@@ -6,9 +6,9 @@ import math
 import polars as pl
 import streamlit as st
 
-from dashboards import queries
+from dashboards import links, queries
 from dashboards.action_codes import action_legend
-from dashboards.cached import keep_in_url, no_results, project, url_choice
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, unknown_note, url_choice
 
 ALL = queries.ALL
 ITEM_STEPS = 1000  # steps of one followed item shown at most
@@ -24,6 +24,14 @@ c1, c2, c3 = st.columns([2, 2, 1])
 url_choice("study", studies, studies[0])
 study = c1.selectbox("Study", studies, key="study")
 methods = p.query("trajectory_methods", study=study)
+if "method" not in st.session_state and "method" in st.query_params:
+    # a link names a point (method, operating point); its steps are in the study's own partition
+    asked, point = st.query_params["method"], st.query_params.get("op", links.DEFAULT_POINT)
+    found = links.trajectory_method(asked, point, methods) if study == st.query_params.get("study") else None
+    if found is None:
+        shown = asked + ("" if point == links.DEFAULT_POINT else f" @ {point}")
+        unknown_note("method", [shown], f"{ALL} (every method of {study})")
+    st.session_state["method"] = found or ALL
 url_choice("method", [ALL, *methods], ALL)
 method = c2.selectbox("Method", [ALL, *methods], key="method")
 method_f = None if method == ALL else method
@@ -50,7 +58,7 @@ item = i2.selectbox(f"Item ({n_matches:,} match{'es' if n_matches != 1 else ''}"
                     + (f", first {len(matches)} listed" if n_matches > len(matches) else "") + ")",
                     [ALL, *matches], key="item")
 item_f = None if item == ALL else item
-keep_in_url(study=study, method=method_f, seed=seed_f, item=item_f)
+keep_in_url(study=study, method=method_f, op=None, seed=seed_f, item=item_f)  # the partition now names the point
 
 total = p.query("count_steps", study=study, method=method_f, seed=seed_f, item_id=item_f)
 s1, s2, s3 = st.columns([1, 1, 4])
@@ -61,7 +69,9 @@ offset = (int(page) - 1) * page_size
 rows = p.query("steps_page", study=study, method=method_f, seed=seed_f, item_id=item_f, limit=page_size, offset=offset)
 s3.metric("Steps matching", f"{total:,}")
 st.caption(f"Rows {offset + 1 if total else 0}–{offset + rows.height} of {total:,}, ordered by method, seed, episode, step.")
-st.dataframe(rows, hide_index=True, width="stretch", key="steps_table")
+st.dataframe(readable(rows), hide_index=True, width="stretch", key="steps_table")
+download_csv(p, rows, "steps", {"study": study, "method": method_f, "seed": seed_f, "item": item_f, "page": int(page)},
+             key="steps_download")
 
 # ---------------------------------------------------------------------------------------------
 st.header("Follow one item")

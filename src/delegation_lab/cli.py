@@ -125,13 +125,18 @@ def import_cache(
         min=0, max=1, help="a score at or above this counts as correct (caches that grade with a score)")] = SCORE_THRESHOLD,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="also write the report as JSON to this file (per model: n_items, accuracy, no_answer, agreement)")] = None,
+    max_memory_gb: Annotated[float | None, typer.Option(
+        min=0.001, help="refuse a cache whose estimated memory is over this many GB "
+        "(default: $DLAB_IMPORT_MAX_MEMORY_GB, else 2; see docs/scaling.md)")] = None,
 ) -> None:
     """Inspect another benchmark's answer cache: its files and domains, its models, how many rows
     match our items by question text (unmatched counted, with examples), each model's imported
     accuracy over distinct questions and our labeler's where a gold is known (the cache's own, else
     the matching item's), and the params.yaml `solvers` entries that replay it, with a TODO where
     each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench pickle is
-    loaded only with --trust-pickle: unpickling runs arbitrary code."""
+    loaded only with --trust-pickle: unpickling runs arbitrary code. A cache whose estimated memory
+    is over --max-memory-gb is refused before it is read; bad numbers, duplicated columns and
+    non-UTF-8 bytes are refused naming the file, row and column."""
     from pydantic import ValidationError
 
     from delegation_lab.solvers.params import LongTableFields
@@ -152,7 +157,7 @@ def import_cache(
     except ValidationError as e:
         fail(f"--field: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']} (keys: {', '.join(LongTableFields.model_fields)})", 2)
     try:
-        report = build_import(path, format, items_dir, fields, trust_pickle, score_threshold)
+        report = build_import(path, format, items_dir, fields, trust_pickle, score_threshold, max_memory_gb)
     except (InputError, FileNotFoundError) as e:
         fail(f"error: {e}")
     typer.echo(report.text)
@@ -168,31 +173,51 @@ def query(
     sql: Annotated[str, typer.Argument(help="one read-only SQL statement over the views")],
     format: Annotated[str, typer.Option(help="table | csv | json")] = "table",
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
-    limit: Annotated[int, typer.Option(help="rows to print in table format")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="rows to print in table format")] = 50,
     timeout: Annotated[float, typer.Option(min=0, help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
-    max_rows: Annotated[int, typer.Option(min=0, help="keep at most this many result rows; 0 = no limit")] = 10_000,
+    max_rows: Annotated[int, typer.Option(min=0, help="csv / json: write at most this many result rows; 0 = no limit")] = 10_000,
+    memory_limit: Annotated[str | None, typer.Option(
+        help="DuckDB's memory for the query (e.g. 512MiB, 2GB); past it, it spills to a private temporary folder. "
+             "Default: the smaller of 1 GiB and a quarter of the machine's memory")] = None,
 ) -> None:
     """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
     DuckDB. Read-only: one SELECT (or EXPLAIN [ANALYZE] of one) is run, anything else is refused,
-    and the connection cannot open any file; lists and structs print as JSON in csv."""
-    import polars as pl
+    and the connection cannot open any file; lists and structs print as JSON in csv. csv and json
+    rows are written as they arrive (memory stays bounded whatever the result's size); a query
+    stopped part-way (timeout, memory) exits 2 after the rows already written."""
+    import os
 
     from delegation_lab.layout import Layout
-    from delegation_lab.sealed_query import query_rows, render
+    from delegation_lab.query_output import write_rows
+    from delegation_lab.sealed_query import query_rows, stream_query
 
     if format not in ("table", "csv", "json"):
-        fail(f"--format must be table, csv or json (got {format!r})", 2)
+        fail(f"--format must be table, csv or json (got {format[:40]!r})", 2)
     try:
-        result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=max_rows)
+        if format == "table":
+            result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=limit, memory_limit=memory_limit)
+            _print_table(result.frame, limit, result.truncated)
+            return
+        with stream_query(Layout(root), sql, timeout_s=timeout, memory_limit=memory_limit) as stream:
+            written = write_rows(format, stream.schema, stream, sys.stdout, max_rows or None)
+            sys.stdout.flush()
     except InputError as e:
+        sys.stdout.flush()
         fail(f"error: {e}", 2)
-    if format == "table":
-        with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            typer.echo(result.frame)
-    else:
-        typer.echo(render(result.frame, format), nl=format == "json")
-    if result.truncated:
+    except BrokenPipeError:  # `dlab query ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit's flush
+        raise typer.Exit(0) from None
+    if written.truncated:
         typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
+
+
+def _print_table(frame, limit: int, truncated: bool) -> None:
+    import polars as pl
+
+    with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+        typer.echo(frame)
+    if truncated:
+        typer.echo(f"note: showing the first {limit} rows; the query has more (raise --limit, or --format csv)", err=True)
 
 
 runs_app = typer.Typer(help="Compare and prune MLflow runs.", no_args_is_help=True)
@@ -333,6 +358,35 @@ def route(
         fail(f"route: {e}")
 
 
+@app.command("serve")
+def serve(
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", help="a policy to serve (repeat): solver:A, router:knn@lambda=0.5, cascade:B>A; "
+                        "default: every solver and every saved router at each operating point")] = None,
+    root: Annotated[Path, typer.Option(help="project folder holding params.yaml, models/ and data/")] = Path("."),
+    host: Annotated[str, typer.Option(help="address to bind; anything but loopback needs --api-key-env")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0 = any free port (printed on start)")] = 8000,
+    api_key_env: Annotated[str | None, typer.Option(help="environment variable holding the key clients must send")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="requests answered at once")] = 64,
+    queue_size: Annotated[int, typer.Option(min=0, help="requests waiting beyond those; one more gets 429")] = 256,
+    max_body_bytes: Annotated[int, typer.Option(min=1024, help="largest request body; larger gets 413")] = 1 << 20,
+    log_level: Annotated[str, typer.Option(help="uvicorn's log level")] = "info",
+) -> None:
+    """Serve saved policies as an OpenAI-compatible endpoint (POST /v1/chat/completions, GET /v1/models,
+    /health, /metrics), journalling every answer into data/served/ (docs/serving.md)."""
+    from delegation_lab.serve.app import ServeOptions
+    from delegation_lab.serve.app import serve as run_server
+
+    options = ServeOptions(root, host, port, list(model or []), api_key_env, concurrency, queue_size, max_body_bytes,
+                           log_level)
+    try:
+        raise typer.Exit(run_server(options))
+    except ConfigError as e:
+        fail(str(e), 2)
+    except InputError as e:
+        fail(f"serve: {e}")
+
+
 @app.command("frontier-table")
 def frontier_table(
     metrics: Annotated[Path, typer.Argument(help="a frontier metrics file")] = Layout().metrics("frontier"),
@@ -433,13 +487,24 @@ def tracking_serve(
     store: Annotated[str | None, typer.Option(help="sqlite store to serve; default: tracking.uri if sqlite, else sqlite:///mlflow.db")] = None,
     experiment: Annotated[list[str] | None, typer.Option(help="more experiments to create before workers start")] = None,
     params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
+    token_env: Annotated[str | None, typer.Option(
+        help="name of an environment variable holding a token: only requests with `Authorization: Bearer <token>` "
+             "are served (clients: MLFLOW_TRACKING_TOKEN=<token>); without it the server is unauthenticated")] = None,
 ) -> None:
-    """An MLflow server over the project's sqlite store on 127.0.0.1, for parallel writers (`dvc queue start -j N`)."""
+    """An MLflow server over the project's sqlite store on 127.0.0.1, for parallel writers (`dvc queue start -j N`).
+    Unauthenticated unless --token-env names a variable holding a token."""
+    import os
+
     from delegation_lab.tracking_server import serve
 
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env, "")
+        if not token:
+            fail(f"error: --token-env {token_env[:60]}: the variable is not set or empty", 2)
     try:
         params = load_params(params_path)
-        raise typer.Exit(serve(params_path.resolve().parent, params.tracking.uri, port, store, experiment or []))
+        raise typer.Exit(serve(params_path.resolve().parent, params.tracking.uri, port, store, experiment or [], token))
     except ConfigError as e:
         fail(str(e), 2)
     except InputError as e:

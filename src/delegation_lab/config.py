@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from delegation_lab.coordinator.params import CoordinatorParams
@@ -22,7 +21,8 @@ from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
-from delegation_lab.params_model import ConfigError, DuplicateKeyError, ParamsModel, UniqueKeyLoader, dotted
+from delegation_lab.errors import short_repr
+from delegation_lab.params_model import ConfigError, ParamsModel, YAMLRefused, dotted, load_yaml
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.routers.params import RoutersParams
 from delegation_lab.solvers.params import SolverParams
@@ -313,10 +313,12 @@ def explain(error: ValidationError, model: type = Params) -> list[str]:
             problems.append(f"{dotted(loc)}: required key is missing")
         elif err["type"] == "value_error" and not loc:  # Params' cross-section checks name their keys, one line each
             problems += str(err["ctx"]["error"]).splitlines()
+        elif err["type"] == "value_error" and isinstance(err.get("input"), dict):  # a section's own check names its keys
+            problems.append(f"{dotted(loc)}: {err['msg'].removeprefix('Value error, ')}")
         elif not loc:  # another check across sections: its message names the keys; the input is the whole file
             problems.append(err["msg"].removeprefix("Value error, "))
         else:
-            problems.append(f"{dotted(loc)}: {err['msg']} (got {err.get('input')!r:.80})")
+            problems.append(f"{dotted(loc)}: {err['msg']} (got {short_repr(err.get('input'))})")
     return problems
 
 
@@ -331,15 +333,11 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
 
 def read_yaml(path: Path) -> Any:
     try:
-        return yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
-    except DuplicateKeyError as e:
+    except YAMLRefused as e:
         raise ConfigError(str(path), [str(e)]) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(str(path), [f"{where}not valid YAML ({getattr(e, 'problem', e)})"]) from None
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -3,6 +3,13 @@ non-zero (2 for params, 1 for data), leaving no half-written output behind."""
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 60, 60, 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxfrozenset = 5
+
 
 class ConfigError(Exception):
     """Invalid params: the message lists every offending dotted key and how to fix it."""
@@ -15,3 +22,14 @@ class ConfigError(Exception):
 
 class InputError(ValueError):
     """Bad input data or an impossible request; the message names the file, line, key or item."""
+
+
+def short_repr(value: Any, width: int = 80) -> str:
+    """`repr(value)` cut to `width` characters, built from a few elements of each container and the
+    first characters of each string only: an error message never formats unbounded input (the repr
+    of a YAML alias bomb runs to gigabytes; `f"{value!r:.80}"` builds all of it before cutting)."""
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -72,6 +72,7 @@ from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.frontier_baselines import (  # noqa: F401 - re-exported: the frontier's public names
+    BASELINES,
     DEFAULT_VERIFIER,
     SolverMatrix,
     baseline_item_points,
@@ -82,6 +83,7 @@ from delegation_lab.frontier_baselines import (  # noqa: F401 - re-exported: the
 from delegation_lab.frontier_cascades import exhaustive, pareto_layers
 from delegation_lab.frontier_curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
 from delegation_lab.routing_metrics import field_metrics
+from delegation_lab.schemas import OUTCOME_SCHEMA
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
                  "solver_set", "verifier"]
@@ -270,7 +272,31 @@ def _pair(lo: float | None, hi: float | None) -> list[float] | None:
 def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
                    verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
                    intervals: IntervalParams | None = None, search_labeled: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
-    """The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
+    """`frontier_with_outcomes` without the baselines' item-level outcomes."""
+    table, metrics, _ = frontier_with_outcomes(labeled_split, summaries, params, dataset, verifier=verifier, outcomes=outcomes,
+                                               intervals=intervals, search_labeled=search_labeled)
+    return table, metrics
+
+
+def baseline_outcomes(points: list, item_ids: list[str], dataset: str, split: str) -> pl.DataFrame:
+    """The baselines' item-level outcomes in the studies' outcome contract (OUTCOME_SCHEMA), one row
+    per (method, operating point, seed, item): what lets the dashboard pair a baseline with any
+    study point on the same items. A mixture's `correct` is its expected value."""
+    n = len(item_ids)
+    parts = [pl.DataFrame({
+        "study": [p.row["study"]] * n, "method": [p.row["method"]] * n, "operating_point": [p.row["operating_point"]] * n,
+        "seed": [int(p.row["seed"])] * n, "split": [split] * n, "dataset": [dataset] * n, "verifier": [p.row["verifier"]] * n,
+        "item_id": item_ids, "correct": np.asarray(p.correct, dtype=np.float64).reshape(-1),
+        "cost_usd": np.asarray(p.cost, dtype=np.float64).reshape(-1),
+    }, schema=OUTCOME_SCHEMA) for p in points]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=OUTCOME_SCHEMA)
+
+
+def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
+                           verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
+                           intervals: IntervalParams | None = None,
+                           search_labeled: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
+    """(frontier, metrics, the baselines' item-level outcomes). The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
     Baselines are computed under `verifier` (and under `gold` too when a study ran with it); above
@@ -293,6 +319,7 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
         verifiers.append(Verifier("gold", source="gold labels"))
     rows = []
     searches = []
+    kept = []  # the baseline points, with their item values: their outcome rows
     for v in verifiers:
         baselines = baseline_item_points(m, params, v, search)
         searches.append(baselines.search)
@@ -300,6 +327,8 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
             if p.row["kind"] == "oracle" and v is not verifiers[0]:
                 continue  # one oracle
             rows.append(p.row)
+            if v is verifiers[0]:  # outcome rows are keyed without the verifier: the main one's only
+                kept.append(p)
             values.add((*(p.row[k] for k in POINT_KEYS[:3]), dataset, p.row["verifier"]), p.correct, p.cost, m.item_ids)
     points = pl.DataFrame(rows).with_columns(pl.lit(dataset).alias("dataset"))
     if study_points.height:
@@ -329,7 +358,7 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
     search_report = dict(searches[0])
     for v, extra in zip(verifiers[1:], searches[1:], strict=True):
         search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}
-    return frontier, {**summary, "search": search_report}
+    return frontier, {**summary, "search": search_report}, baseline_outcomes(kept, m.item_ids, dataset, params.split)
 
 
 def reported_points(frontier: pl.DataFrame) -> np.ndarray:

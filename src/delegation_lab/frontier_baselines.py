@@ -25,6 +25,7 @@ from delegation_lab.frontier_curves import hull
 
 # the verifier of library calls that name none (the rates the label stage measures are the stage's default)
 DEFAULT_VERIFIER = Verifier("judge", 0.02, 0.03, source="configured")
+BASELINES = "baselines"  # the study name of the frontier's own points (and of their outcomes file)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Point:
 def baseline_row(method: str, kind: str, acc: float, cost: float, calls: float, solvers: list[str], verifier: str,
                  op: str = "default", seed: int = 0) -> dict:
     return {
-        "study": "baselines", "method": method, "operating_point": op, "kind": kind, "seed": seed,
+        "study": BASELINES, "method": method, "operating_point": op, "kind": kind, "seed": seed,
         "accuracy": float(acc), "cost_per_item_usd": float(cost), "calls_per_item": float(calls),
         "solver_set": ",".join(solvers), "verifier": verifier,
     }

@@ -70,6 +70,23 @@ class Layout:
         return self.data_dir / "embeddings"
 
     @property
+    def served_dir(self) -> Path:
+        """What `dlab serve` journalled: the answers it got (one answer cache per solver) and its decisions."""
+        return self.data_dir / "served"
+
+    def served_answers(self, solver: str) -> Path:
+        return self.served_dir / "answers" / f"{solver}.parquet"
+
+    def served_journal(self, name: str) -> Path:
+        """Checkpoints of a served table (a solver's answers, or `decisions`) until the server compacts them."""
+        return self.served_dir / ".journal" / name
+
+    @property
+    def served_decisions(self) -> Path:
+        """One row per request `dlab serve` answered: the policy, its routing decision, who answered, the cost."""
+        return self.served_dir / "decisions.parquet"
+
+    @property
     def redref_cache(self) -> Path:
         """REDEREF's sentence-embedding cache of tasks and questions (persisted across runs)."""
         return self.data_dir / "redref"

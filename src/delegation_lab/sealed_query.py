@@ -5,22 +5,25 @@ Two independent guards:
   or an EXPLAIN / EXPLAIN ANALYZE whose inner statement is itself one SELECT;
 - the connection: the views are pyarrow datasets over the Parquet files listed when it opens (each
   file's real path must lie under the project's data/, results/ or DVC cache, so copies, hard links
-  and symlinks into the cache all work), and DuckDB runs with external access off, no temp
-  directory, and its configuration locked. DuckDB itself then cannot open any file, to read or to
-  write, whatever statement reaches it.
+  and symlinks into the cache all work), and DuckDB runs with external access off and its
+  configuration locked. DuckDB itself then cannot open any file, to read or to write, whatever
+  statement reaches it (its own spill files aside, see below).
+
+And two bounds on what one query may take: DuckDB's `memory_limit` (by default the smaller of
+1 GiB and a quarter of the machine's memory) with a private spill folder under the system's
+temporary directory (never one of the data folders; at most `MAX_SPILL` of disk, removed when the
+query ends), and the rows leave as Arrow record batches that `query_output` writes as they come.
 """
 
 from __future__ import annotations
 
 import configparser
-import csv
-import datetime as dt
-import decimal
-import io
-import json
-import math
+import os
 import re
+import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ import pyarrow.parquet as pq
 
 from delegation_lab.errors import InputError
 from delegation_lab.layout import Layout
+from delegation_lab.query_output import cell_text, limited
 from delegation_lab.views import empty_view, view_layout
 
 # `[comments] EXPLAIN [ANALYZE] [(options)] <inner>`; anything this does not match is refused
@@ -44,9 +48,12 @@ SEALED_CONFIG = {
     "enable_external_access": False,  # no file, extension or network access from any statement
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
-    "temp_directory": "",  # nothing spills to disk
     "python_enable_replacements": False,  # no Python variable stands in for a table
 }
+MAX_MEMORY_LIMIT = 1024**3  # DuckDB's memory per query: at most 1 GiB ...
+MEMORY_SHARE = 4  # ... and at most a quarter of the machine
+MAX_SPILL = "4GiB"  # disk a query may spill to once its memory is full
+BATCH_ROWS = 1024
 HIVE_PARTITIONS = pa.schema([("study", pa.string()), ("method", pa.string()), ("seed", pa.int64())])
 
 
@@ -65,6 +72,11 @@ class QueryResult:
 
 def check_statement(sql: str) -> None:
     """Refuse anything but one SELECT, or EXPLAIN [ANALYZE] of one SELECT."""
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as e:  # a shell argument with bytes that are not UTF-8 arrives as surrogates
+        raise QueryRefused(f"the query is not valid UTF-8 (a byte that is not UTF-8 at character {e.start + 1}); "
+                           "write it in UTF-8") from None
     statements = _parse(sql)
     if len(statements) != 1:
         raise QueryRefused(f"give exactly one statement (got {len(statements)})")
@@ -144,11 +156,37 @@ def _dataset(files: list[Path], hive_base: Path | None) -> ds.Dataset:
     )
 
 
-def connect_sealed(layout: Layout) -> duckdb.DuckDBPyConnection:
-    """The views of `store.connect`, but read through pyarrow by a DuckDB that can open no file."""
+def machine_memory() -> int:
+    """Bytes of memory this process may use: physical memory, or the container's cgroup (v2) limit
+    when that is smaller."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system
+        physical = MAX_MEMORY_LIMIT * MEMORY_SHARE
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return physical
+    return min(physical, int(limit)) if limit.isdigit() else physical
+
+
+def default_memory_limit() -> str:
+    """The smaller of MAX_MEMORY_LIMIT and a MEMORY_SHARE-th of the machine's memory."""
+    return f"{min(MAX_MEMORY_LIMIT, machine_memory() // MEMORY_SHARE) // 1024**2}MiB"
+
+
+def connect_sealed(layout: Layout, memory_limit: str | None = None, spill: Path | None = None) -> duckdb.DuckDBPyConnection:
+    """The views of `store.connect`, but read through pyarrow by a DuckDB that can open no file;
+    it works within `memory_limit` (default `default_memory_limit()`) and spills to `spill` (a
+    private empty folder; None: no spilling, a query past the memory limit fails)."""
     root = layout.root.resolve()
     roots = readable_roots(root)
-    con = duckdb.connect(":memory:", config=SEALED_CONFIG)
+    config = {**SEALED_CONFIG, "memory_limit": memory_limit or default_memory_limit(),
+              "temp_directory": str(spill) if spill else "", "max_temp_directory_size": MAX_SPILL}
+    try:
+        con = duckdb.connect(":memory:", config=config)
+    except duckdb.Error as e:
+        raise QueryRefused(f"--memory-limit {memory_limit!r}: {str(e).strip().splitlines()[0]}") from None
     try:
         for name, (folder, pattern, schema, hive) in view_layout(root).items():
             files = _checked_files(folder, pattern, roots)
@@ -166,37 +204,94 @@ def connect_sealed(layout: Layout) -> duckdb.DuckDBPyConnection:
 # ---------------------------------------------------------------------------------------- query
 
 
-def query_rows(layout: Layout, sql: str, timeout_s: float | None = 30.0, max_rows: int | None = 10_000) -> QueryResult:
-    """Run one checked read statement; stop it after `timeout_s` seconds, keep at most `max_rows`
-    rows (None or 0: no limit) and say whether more were left."""
+class QueryStream:
+    """The record batches of one running statement; whatever stops it mid-stream (the --timeout
+    timer, DuckDB's memory limit, a bad cast) surfaces as one QueryRefused line, never a traceback."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, sql: str, timeout_s: float | None, memory_limit: str,
+                 batch_rows: int = BATCH_ROWS):
+        self.con, self.timeout_s, self.memory_limit = con, timeout_s, memory_limit
+        self.fired = threading.Event()
+        self.timer = threading.Timer(timeout_s, self._stop) if timeout_s else None
+        if self.timer:
+            self.timer.daemon = True
+            self.timer.start()
+        try:
+            relation = con.sql(sql)  # lazy: rows stream in batches, never all at once
+            stream = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch  # duckdb 2 / 1
+            self.reader = stream(batch_rows)
+        except (duckdb.Error, pa.ArrowException, OSError) as e:
+            raise self.refusal(e) from None
+
+    def _stop(self) -> None:
+        self.fired.set()
+        self.con.interrupt()
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.reader.schema
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = self.reader.read_next_batch()
+            except StopIteration:
+                return
+            except (duckdb.Error, pa.ArrowException, OSError) as e:  # DuckDB's errors reach Arrow's reader as OSError
+                raise self.refusal(e) from None
+            yield batch
+
+    def refusal(self, error: BaseException) -> QueryRefused:
+        """One line saying which limit stopped the query, or DuckDB's own first line."""
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if self.fired.is_set() or isinstance(error, duckdb.InterruptException):
+            return QueryRefused(f"query stopped after {self.timeout_s:g} s (--timeout); narrow it or raise the limit")
+        if isinstance(error, duckdb.OutOfMemoryException) or "Out of Memory" in first:
+            return QueryRefused(f"query needs more than its memory limit {self.memory_limit} (--memory-limit) even "
+                                f"spilling to disk; narrow it (fewer columns, a LIMIT, an aggregate) or raise the limit ({first})")
+        return QueryRefused(f"query failed: {first}")
+
+    def close(self) -> None:
+        if self.timer:
+            self.timer.cancel()
+        self.con.close()
+
+
+@contextmanager
+def stream_query(layout: Layout, sql: str, timeout_s: float | None = 30.0, memory_limit: str | None = None,
+                 batch_rows: int = BATCH_ROWS) -> Iterator[QueryStream]:
+    """Run one checked read statement over the sealed views and stream its record batches; stop it
+    after `timeout_s` seconds (None or 0: no limit). DuckDB works within `memory_limit` (default
+    `default_memory_limit()`) and spills the rest to a private folder under the system's temporary
+    directory, removed afterwards."""
     check_statement(sql)
-    con = connect_sealed(layout)
-    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
-    try:
-        if timer:
-            timer.daemon = True
-            timer.start()
-        relation = con.sql(sql)  # lazy: rows stream in batches, never all at once
-        stream = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch  # duckdb 2 / 1
-        reader = stream(1024)
-        batches, rows, truncated = [], 0, False
-        for batch in reader:
-            batches.append(batch)
-            rows += batch.num_rows
-            if max_rows and rows > max_rows:
+    limit = memory_limit or default_memory_limit()
+    with tempfile.TemporaryDirectory(prefix="dlab-query-") as spill:
+        con = connect_sealed(layout, limit, Path(spill))
+        try:
+            stream = QueryStream(con, sql, timeout_s, limit, batch_rows)
+        except BaseException:
+            con.close()
+            raise
+        try:
+            yield stream
+        finally:
+            stream.close()
+
+
+def query_rows(layout: Layout, sql: str, timeout_s: float | None = 30.0, max_rows: int | None = 10_000,
+               memory_limit: str | None = None) -> QueryResult:
+    """Run one checked read statement; stop it after `timeout_s` seconds, keep at most `max_rows`
+    rows (None or 0: no limit) and say whether more were left. The rows are kept in memory: for
+    output of any size, write them as they arrive with `stream_query` and `query_output`."""
+    with stream_query(layout, sql, timeout_s, memory_limit) as stream:
+        batches, truncated = [], False
+        for batch in limited(stream, max_rows):
+            if batch is None:
                 truncated = True
                 break
-        table = pa.Table.from_batches(batches, schema=reader.schema)
-        if truncated:
-            table = table.slice(0, max_rows)
-    except duckdb.InterruptException:
-        raise QueryRefused(f"query stopped after {timeout_s:g} s (--timeout); narrow it or raise the limit") from None
-    except duckdb.Error as e:
-        raise QueryRefused(f"query failed: {e}") from None
-    finally:
-        if timer:
-            timer.cancel()
-        con.close()
+            batches.append(batch)
+        table = pa.Table.from_batches(batches, schema=stream.schema)
     return QueryResult(_to_polars(table), truncated)
 
 
@@ -207,59 +302,8 @@ def _to_polars(table: pa.Table) -> pl.DataFrame:
         try:
             columns.append(pl.from_arrow(column).alias(name))
         except Exception:  # noqa: BLE001 - polars raises several kinds for unsupported Arrow types
-            columns.append(pl.Series(name, [_text(v) for v in column.to_pylist()], dtype=pl.String))
+            columns.append(pl.Series(name, [cell_text(v) for v in column.to_pylist()], dtype=pl.String))
     return pl.DataFrame(columns)
-
-
-# ------------------------------------------------------------------------------------ rendering
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready copy: lists, structs and maps stay nested; other types become text."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    names = getattr(value, "_fields", None) or getattr(type(value), "__match_args__", None)
-    if isinstance(value, tuple) and names:  # named tuples, e.g. an INTERVAL (months, days, nanoseconds)
-        value = dict(zip(names, value, strict=False))
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() and value.is_finite() else float(value)
-    if isinstance(value, (dt.date, dt.time, dt.datetime)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
-    return str(value)
-
-
-def _text(value: Any) -> str | None:
-    """One csv cell: nested values as JSON, booleans as true / false, null as empty."""
-    plain = _plain(value)
-    if plain is None or isinstance(plain, str):
-        return plain
-    if isinstance(plain, bool):
-        return "true" if plain else "false"
-    if isinstance(plain, (list, dict)):
-        return json.dumps(plain, ensure_ascii=False)
-    return str(plain)
-
-
-def render(frame: pl.DataFrame, fmt: str) -> str:
-    """csv (nested cells as JSON text) or json (a list of row objects, nested values kept)."""
-    rows = frame.rows()
-    if fmt == "json":
-        return json.dumps([dict(zip(frame.columns, map(_plain, row), strict=True)) for row in rows], ensure_ascii=False)
-    if fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(frame.columns)
-        writer.writerows([_text(v) for v in row] for row in rows)
-        return out.getvalue()
-    raise ValueError(f"unknown format {fmt!r}")
 
 
 def run_query(layout: Layout, sql: str, timeout_s: float = 30.0) -> pl.DataFrame:

@@ -15,7 +15,8 @@ equal runs of consecutive values, each at the step of its run's last value), the
 one Parquet artifact per run (`curves.parquet`: key, step, value), and a stage's run that finishes
 replaces its older runs of the same DVC experiment (`tracking.keep_runs` newest kept, children
 included, hard-deleted; the sqlite file is vacuumed): the runs of other `dvc exp` experiments stay
-to be compared. `dlab runs prune` does the same for every stage of the store. Behind a server
+to be compared. `dlab runs prune` does the same for every stage of the store; two pruners at once
+(two `dlab runs prune`, or stages ending together) skip the runs the other deleted. Behind a server
 (`dlab tracking serve`) the REST API can only soft-delete; `mlflow gc` purges those.
 """
 
@@ -382,17 +383,35 @@ class Tracker:
         children = [r.info.run_id for parent in doomed for r in self.client.search_runs(
             [found.experiment_id], f"tags.mlflow.parentRunId = '{parent}'", max_results=50_000, run_view_type=3)]
         store = None if served else self._store()
-        for run_id in children + doomed:
+        gone = {run_id for run_id in children + doomed if not self._delete(store, run_id)}
+        if self.uri.startswith("sqlite:///"):
+            import sqlite3
+
+            try:
+                with sqlite3.connect(self.uri[len("sqlite:///"):], timeout=30) as con:
+                    con.execute("VACUUM")
+            except sqlite3.OperationalError:  # another pruner holds the file ("database is locked"): it vacuums
+                pass
+        return [run_id for run_id in doomed if run_id not in gone]
+
+    def _delete(self, store: Any, run_id: str) -> bool:
+        """Delete one run; False when it is gone already: another pruner (a second `dlab runs prune`,
+        a stage ending at the same time) deleted it between our search and this call."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
+
+        try:
             if store is None:
                 self.client.delete_run(run_id)
             else:
                 store._hard_delete_run(run_id)
-        if self.uri.startswith("sqlite:///"):
-            import sqlite3
-
-            with sqlite3.connect(self.uri[len("sqlite:///"):]) as con:
-                con.execute("VACUUM")
-        return doomed
+        except MlflowException as e:
+            if e.error_code == ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+                return False
+            if store is None and self.client.get_run(run_id).info.lifecycle_stage == "deleted":  # soft-deleted by the other
+                return False
+            raise
+        return True
 
     def _store(self) -> Any:
         from mlflow.tracking._tracking_service.utils import _get_store

@@ -2,7 +2,7 @@
 
 Modules: `params` (the `data` section), `items` (the item record and the seeded split), `arith`
 (the generated default), `sources` (GSM8K, AQuA-RAT, JSONL / Parquet tables), `replay` (an answer
-cache standing as its own dataset). `DATASETS` names each dataset's loader: a function of the
+cache standing as its own dataset), `served` (the traffic `dlab serve` journalled). `DATASETS` names each dataset's loader: a function of the
 `data` params returning every item with its split (docs/registries.md: adding one).
 """
 
@@ -24,6 +24,7 @@ DATASETS.register("aqua_rat", "delegation_lab.data.sources:aqua_rat_items")
 DATASETS.register("jsonl", "delegation_lab.data.sources:table_items")
 DATASETS.register("parquet", "delegation_lab.data.sources:table_items")
 DATASETS.register("replay", "delegation_lab.data.replay:replay_items")
+DATASETS.register("served", "delegation_lab.data.served:served_items")
 
 
 def build_items(params: DataParams) -> list[Item]:

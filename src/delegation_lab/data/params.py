@@ -90,6 +90,15 @@ class ReplayDatasetParams(ParamsModel):
     counts as correct (as `solvers.<name>.replay.score_threshold`; keep the two equal)."""
 
 
+class ServedDatasetParams(ParamsModel):
+    project: str = "."
+    """Project folder whose `data/served/` `dlab serve --root` journalled into (relative to this project)."""
+    gold_path: str | None = None
+    """JSONL file of {"question": ..., "gold": ...} rows giving gold answers to served questions (wins over a
+    client's `metadata.gold`); null = only the gold clients sent. Questions without gold are dropped unless
+    `allow_missing_gold` (then they need a judge)."""
+
+
 # pool item k and test item 10_000_000 + k must never meet; a million items is ~2 GB of Item objects
 ARITH_MAX_ITEMS = 1_000_000
 
@@ -115,8 +124,10 @@ class DataParams(ParamsModel):
     """Generic JSONL or Parquet table (dataset: jsonl | parquet)."""
     replay: ReplayDatasetParams = ReplayDatasetParams()
     """A solver-answer cache standing as its own dataset (gold from GSM8K or from the cache where it brings one, else labels imported)."""
+    served: ServedDatasetParams = ServedDatasetParams()
+    """The requests `dlab serve` answered (docs/serving.md): one item per conversation, the served answers adopted by solve."""
     allow_missing_gold: bool = False
-    """jsonl / parquet tables: keep a row whose gold field is missing or null (its labels then need a
+    """jsonl / parquet / served: keep a row whose gold field is missing or null (its labels then need a
     judge or imported correctness); false = such a row fails naming the file and line. A table with
     `fields.gold: null` has no gold by design and needs no permission."""
 

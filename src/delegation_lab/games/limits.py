@@ -14,6 +14,14 @@ table) and prices each kind of object by what it was measured to take (tracemall
 
 The first three are known before solving; the last is spent during the solve against the room the
 estimate leaves under the limit (see `equilibria.Budget`).
+
+The IQL study (`estimate_iql_memory`) is sized by params alone, so it is checked when params load:
+per condition, a batch of seeds x learners rows (`HistoryGameParams.iql_blocks`) holds its
+Q-tables, three float64 curves per (row, episode) and int8 / float32 / int16 step logs of the
+reported learner's seeds per (seed, episode, step); the trajectory rows of one condition at a time
+(every `trajectory_every`-th episode) then take ~TRAJECTORY_ROW_BYTES each (polars frames and the
+JSON `extra` column; measured by ru_maxrss: 490-550 B a row past a fixed ~25 MiB at 80k-640k rows,
+with money), and polars' and numpy's working memory at first use IQL_RUNTIME_BYTES (20-60 MiB).
 """
 
 from __future__ import annotations
@@ -21,9 +29,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from delegation_lab.errors import InputError
 from delegation_lab.games.spec import Game, GameSpec
+
+if TYPE_CHECKING:  # games.params imports this module
+    from delegation_lab.games.params import HistoryGameParams
 
 DEFAULT_MAX_MEMORY = "2GiB"
 CELL_BYTES = 600
@@ -32,6 +44,8 @@ JSON_NODE_BYTES = 1100
 COMBINATION_BYTES = 500
 PROFILE_NODE_CAP = 5000  # a JSON profile with more histories keeps only its on-path ones (report.py)
 RAISE_HINT = "raise --max-memory (params: history_game.equilibria.max_memory) to try anyway"
+TRAJECTORY_ROW_BYTES = 800
+IQL_RUNTIME_BYTES = 64 * 1024**2
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
@@ -140,3 +154,42 @@ def check_spec_memory(spec: GameSpec, max_memory: int) -> None:
         size = size_text(spec.players, counts, len(spec.states), spec.horizon)
         raise GameTooLarge(f"game {spec.name!r} too large for the memory limit: {size}: its tables alone need "
                            f"~{fmt_bytes(need)} > limit {fmt_bytes(max_memory)}; {RAISE_HINT}")
+
+
+def estimate_iql_memory(params: HistoryGameParams) -> dict[str, int]:
+    """Bytes of the history_game IQL study by part (`BatchedIQL`'s arrays for every condition, then
+    the trajectory rows of the larger condition), from params alone: nothing is allocated."""
+    T, E, S = params.game.steps, params.iql.episodes, params.iql.seeds
+    money = params.game.money
+    parts = {"Q-tables": 0, "curves": 0, "step logs": 0, "trajectories": 0, "runtime": IQL_RUNTIME_BYTES}
+    for has_money in (False, True):
+        rows = S * len(params.iql_blocks(has_money))
+        dims = len(money.initial_balance["A"]) if has_money else 0
+        offers = [len(money.contracts[a]) for a in ("A", "B")] if has_money else [0, 0]
+        balances = math.prod(money.initial_balance["A"][k] + money.initial_balance["B"][k] + 1 for k in range(dims))
+        states = T * balances * (2 * (1 + max(offers)) + 1) * 2  # (t, balances, last joint action, paid)
+        columns = sum(max(2, 1 + n) for n in offers)
+        parts["Q-tables"] += rows * states * columns * 8 + states * columns + balances * 2 * dims * 8 * 3
+        parts["curves"] += rows * E * 3 * 2 * 8 + E * 40 + rows * T * 2 * (2 + max(offers)) * 8 * 2
+        parts["step logs"] += S * (E + 1) * T * (3 + 2 * 4 + 2 * dims * 2)
+        kept = S * (-(-E // params.trajectory_every) + 1) * T
+        parts["trajectories"] = max(parts["trajectories"], kept * TRAJECTORY_ROW_BYTES)
+    return parts
+
+
+def check_iql_memory(params: HistoryGameParams) -> int:
+    """The estimate in bytes, or InputError (a ValueError: pydantic names the section) naming the
+    sizes and the estimate when it passes `iql.max_memory`."""
+    parts = estimate_iql_memory(params)
+    total, limit = sum(parts.values()), parse_size(params.iql.max_memory)
+    if total > limit:
+        p = params.iql
+        detail = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in parts.items() if v)
+        raise InputError(
+            f"iql.seeds {_fmt_big(p.seeds)} x iql.episodes {_fmt_big(p.episodes)} x game.steps {params.game.steps} "
+            f"({len(params.iql_blocks(False))} learners per seed without money, {len(params.iql_blocks(True))} with; "
+            f"trajectory_every {params.trajectory_every}) need an estimated {fmt_bytes(total)} ({detail}) > iql.max_memory "
+            f"{fmt_bytes(limit)}: lower iql.seeds or iql.episodes (or raise trajectory_every"
+            f"{'; the Q-tables grow with the product of game.money balances' if parts['Q-tables'] > total / 2 else ''}), "
+            "or raise iql.max_memory")
+    return total

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from delegation_lab.games.limits import parse_size
+from delegation_lab.games.limits import check_iql_memory, parse_size
 from delegation_lab.params_model import ParamsModel, StudyParams
 
 AGENTS = ("A", "B")
@@ -94,6 +94,17 @@ class IQLParams(ParamsModel):
     """Share of the episodes over which epsilon falls linearly from start to end."""
     late_window: int = Field(100, ge=1)
     """Last training episodes averaged into the late-training return."""
+    max_memory: str = "2GiB"
+    """Memory limit of the IQL training and its trajectory rows (`2GiB`, `512MiB`, ...): params that
+    would take more (estimated from seeds, episodes, steps, the learners of each batch, the money
+    balances and `trajectory_every`; the default params: 1.7 GiB) are refused when params load, naming
+    the estimate, before any array is allocated."""
+
+    @field_validator("max_memory")
+    @classmethod
+    def _size(cls, text: str) -> str:
+        parse_size(text)  # InputError is a ValueError: pydantic names the key
+        return text
 
 
 class HistoryLearnerParams(ParamsModel):
@@ -141,3 +152,23 @@ class HistoryGameParams(StudyParams):
         if any(not 0 <= g <= 1 for g in gammas) or len(set(gammas)) != len(gammas):
             raise ValueError("gamma_sweep: distinct discounts in [0, 1]")
         return gammas
+
+    def iql_blocks(self, money: bool) -> list[tuple[str, float, str]]:
+        """(name, discount, kind of state) of each learner one condition trains in its batch, of
+        `iql.seeds` rows each: the reported learner first (the only one whose steps are logged), then
+        the sweep's other discounts, then (without money) the history-aware learners."""
+        out = [("main", self.iql.gamma, "markov")]
+        out += [("sweep", g, "markov") for g in self.gamma_sweep if g != self.iql.gamma]
+        h = self.history_learner
+        if h.enabled and not money:
+            kinds = ["last_action"] + (["last_action_untimed"] if h.untimed else [])
+            out += [(k, g, k) for k in kinds for g in h.gammas]
+        return out
+
+    @model_validator(mode="after")
+    def _iql_fits(self) -> HistoryGameParams:
+        """Seeds, episodes, steps and balances size the IQL arrays: refuse them here, before any
+        allocation, when the estimate passes iql.max_memory."""
+        if self.enabled:
+            check_iql_memory(self)
+        return self

@@ -36,11 +36,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from delegation_lab.errors import InputError
-from delegation_lab.params_model import DuplicateKeyError, UniqueKeyLoader
+from delegation_lab.errors import InputError, short_repr
+from delegation_lab.params_model import YAMLRefused, load_yaml
 
 Value = tuple[Fraction, ...]
 """One exact number per player."""
@@ -60,18 +59,18 @@ def to_fraction(value: Any) -> Fraction:
     if isinstance(value, Fraction):
         return value
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {short_repr(value)}")
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"expected a finite number, got {value!r}")
+            raise ValueError(f"expected a finite number, got {short_repr(value)}")
         return Fraction(repr(value))
     if isinstance(value, str):
         try:
             return Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
-            raise ValueError(f"expected a number or a fraction such as '1/3', got {value!r}") from None
+            raise ValueError(f"expected a number or a fraction such as '1/3', got {short_repr(value)}") from None
     raise ValueError(f"expected a number, got {type(value).__name__}")
 
 
@@ -258,7 +257,7 @@ def explain_spec_error(error: ValidationError) -> list[str]:
             hint = ""
             if isinstance(given, bool) or (given is None and "string" in msg):
                 hint = "; YAML reads unquoted yes/no/on/off/true/false as booleans and null/Null/~ as null: quote the name"
-            problems.append(f"{_loc(loc) or '(top level)'}: {msg} (got {given!r:.60}){hint}")
+            problems.append(f"{_loc(loc) or '(top level)'}: {msg} (got {short_repr(given, 60)}){hint}")
     return problems
 
 
@@ -294,13 +293,9 @@ def load_game_spec(ref: str | Path) -> GameSpec:
     else:
         raise InputError(f"{ref}: no such spec file and no builtin game of that name (builtins: {', '.join(builtin_names())})")
     try:
-        raw = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except DuplicateKeyError as e:
+        raw = load_yaml(text)  # aliases bounded: a spec of a few lines cannot expand to millions of values
+    except YAMLRefused as e:
         raise GameSpecError(source, [str(e)]) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise GameSpecError(source, [f"{where}not valid YAML ({getattr(e, 'problem', e)})"]) from None
     return parse_game_spec(raw, source)
 
 

@@ -253,14 +253,9 @@ class Block:
 
 def blocks_for(params: HistoryGameParams, money: bool) -> list[Block]:
     """The reported learner first (the only block whose steps are logged), then the sweep's other
-    discounts, then (without money) the history-aware learners."""
-    out = [Block("main", params.iql.gamma, "markov")]
-    out += [Block("sweep", g, "markov") for g in params.gamma_sweep if g != params.iql.gamma]
-    h = params.history_learner
-    if h.enabled and not money:
-        kinds: list[StateKind] = ["last_action"] + (["last_action_untimed"] if h.untimed else [])
-        out += [Block(k, g, k) for k in kinds for g in h.gammas]
-    return out
+    discounts, then (without money) the history-aware learners (`HistoryGameParams.iql_blocks`,
+    which the memory estimate counts too)."""
+    return [Block(name, gamma, state) for name, gamma, state in params.iql_blocks(money)]  # type: ignore[arg-type]
 
 
 def train_blocks(game: HelpGame, params: HistoryGameParams, blocks: list[Block],

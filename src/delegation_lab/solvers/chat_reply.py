@@ -2,10 +2,11 @@
 
 Accepted: `content` as a string, as null, or as a list of parts (`{"type": "text", "text": ...}`,
 other part types ignored); `usage` missing, null, not an object (`"n/a"`), or with null / missing /
-non-integer counts — those counts are estimated instead. Refused, with a message that says why:
-anything that is not a JSON object with at least one choice holding a message (`MalformedReply`,
-worth a retry), and negative token counts (`InvalidUsage`: the server did answer, but its bill is
-nonsense, so the row becomes an error rather than a negative cost).
+non-integer counts — those counts are estimated instead; `tool_calls` (or the legacy
+`function_call`) is recorded so the backend can refuse a reply that only calls a tool. Refused,
+with a message that says why: anything that is not a JSON object with at least one choice holding
+a message (`MalformedReply`, worth a retry), and negative token counts (`InvalidUsage`: the server
+did answer, but its bill is nonsense, so the row becomes an error rather than a negative cost).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class ContentPart(_Lenient):
 
 class Message(_Lenient):
     content: str | list[ContentPart] | None = None
+    tool_calls: list[Any] | None = None
+    function_call: Any = None  # the legacy single tool call
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _list_or_nothing(cls, v: Any) -> Any:
+        return v if isinstance(v, list) else None
 
     @property
     def text(self) -> str:
@@ -86,6 +94,12 @@ class ChatCompletion(_Lenient):
     @property
     def text(self) -> str:
         return self.choices[0].message.text
+
+    @property
+    def calls_a_tool(self) -> bool:
+        """The model called a tool (`tool_calls` or the legacy `function_call`)."""
+        message = self.choices[0].message
+        return bool(message.tool_calls) or message.function_call is not None
 
     @property
     def finish_reason(self) -> str | None:

@@ -14,7 +14,10 @@ connect + send + read), so a server that trickles a byte at a time cannot hold a
 httpx's per-phase timeouts alone reset on every byte. Each generation is reported as it
 completes (`generate_each`), so the cache checkpoints fast answers while a slow one is in flight.
 
-Replies are validated into `chat_reply.ChatCompletion` (content strings or parts, odd usage).
+Replies are read with a byte cap (`max_reply_bytes`, as sent and after decompression, see
+`http_body`) and validated into `chat_reply.ChatCompletion` (content strings or parts, odd usage).
+A reply's usage is checked against its own text (`_plausible_usage`), and a reply that only calls a
+tool is an error row, not an empty answer.
 
 The API key is read from the environment variable named in params at call time and only ever
 travels in the Authorization header: it is not stored on the backend, not in the fingerprint,
@@ -38,7 +41,8 @@ import httpx
 from delegation_lab.solvers.base import Generation, Request, configured_secrets, mask_secrets
 from delegation_lab.solvers.chat_reply import InvalidUsage, MalformedReply, parse_chat_completion
 from delegation_lab.solvers.params import Decoding, OpenAICompatParams, SolverParams
-from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
+from delegation_lab.solvers.http_body import ACCEPT_ENCODING, ReplyTooLarge, read_capped
+from delegation_lab.solvers.pricing import MAX_CHARS_PER_TOKEN, estimate_tokens, messages_tokens
 
 RETRY_AFTER_CAP_S = 60.0
 """Longest wait a server's Retry-After header can impose before one retry."""
@@ -77,6 +81,29 @@ def parse_retry_after(value: str | None) -> float | None:
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
 
 
+def _plausible_usage(
+    tokens_in: int | None, tokens_out: int | None, request: Request, text: str, extra: dict[str, Any]
+) -> tuple[int, int]:
+    """The token counts to bill: the server's where it gave them and they are possible, else the
+    estimate. A count that packs more than MAX_CHARS_PER_TOKEN characters into a token (a
+    200 MB answer reported as 1 completion token) is not trusted: the estimate replaces it, the
+    reported number is kept in `extra` and the row is flagged `tokens_estimated`."""
+    if tokens_in is None or tokens_out is None:
+        extra["tokens_estimated"] = True
+    prompt_chars = sum(len(m.get("content") or "") for m in request.messages)
+    if tokens_in is not None and tokens_in * MAX_CHARS_PER_TOKEN < prompt_chars:
+        extra.update(tokens_estimated=True, reported_tokens_in=tokens_in)
+        tokens_in = None
+    if tokens_out is not None and tokens_out * MAX_CHARS_PER_TOKEN < len(text):
+        extra.update(tokens_estimated=True, reported_tokens_out=tokens_out)
+        tokens_out = None
+    if tokens_in is None:
+        tokens_in = messages_tokens(request.messages)
+    if tokens_out is None:
+        tokens_out = estimate_tokens(text)
+    return tokens_in, tokens_out
+
+
 class OpenAICompatBackend:
     """POSTs each request to `{base_url}/chat/completions`, concurrently and with retries."""
 
@@ -112,27 +139,38 @@ class OpenAICompatBackend:
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(lambda: asyncio.run(self.agenerate(requests, on_generation))).result()
 
-    async def agenerate(
-        self, requests: list[Request], on_generation: Callable[[int, Generation], None] | None = None
-    ) -> list[Generation]:
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client for this endpoint: the key in its Authorization header, the deadline, at most
+        `concurrency` connections. A long-lived caller (`dlab serve`) keeps one and passes it to agenerate."""
         key_env = self.params.api_key_env
         key = os.environ.get(key_env) if key_env else None
-        secrets = configured_secrets(self.params)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}  # only what read_capped can decode within its cap
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
         n = self.params.concurrency
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-        gate = asyncio.Semaphore(n)
+        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=httpx.Timeout(self.params.timeout_s),
+                                 limits=limits)
 
-        async def one(i: int, request: Request) -> Generation:
+    async def agenerate(
+        self, requests: list[Request], on_generation: Callable[[int, Generation], None] | None = None,
+        client: httpx.AsyncClient | None = None, gate: asyncio.Semaphore | None = None,
+    ) -> list[Generation]:
+        """Every request answered concurrently, at most `concurrency` in flight (`gate`: a semaphore the
+        caller shares between calls; `client`: one of `client()`, kept open by the caller)."""
+        secrets = configured_secrets(self.params)
+        gate = gate or asyncio.Semaphore(self.params.concurrency)
+
+        async def one(client: httpx.AsyncClient, i: int, request: Request) -> Generation:
             gen = (await self._one(client, gate, request, secrets)).masked(secrets)
             if on_generation:
                 on_generation(i, gen)
             return gen
 
-        async with httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=httpx.Timeout(self.params.timeout_s), limits=limits
-        ) as client:
-            return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))
+        if client is not None:
+            return list(await asyncio.gather(*(one(client, i, r) for i, r in enumerate(requests))))
+        async with self.client() as own:
+            return list(await asyncio.gather(*(one(own, i, r) for i, r in enumerate(requests))))
 
     def _payload(self, request: Request) -> dict[str, Any]:
         d = self.decoding
@@ -188,22 +226,31 @@ class OpenAICompatBackend:
     async def _attempt(
         self, client: httpx.AsyncClient, payload: dict[str, Any], request: Request, secrets: list[str]
     ) -> Generation:
-        """One POST; a Generation on success or a hard failure, _Retryable on a transient one."""
+        """One POST; a Generation on success or a hard failure, _Retryable on a transient one. The
+        body is read with `http_body.read_capped`: a reply over `max_reply_bytes` (as sent or
+        decompressed) is an error row, never held whole in memory."""
+        cap = self.params.max_reply_bytes
         try:
-            response = await client.post("/chat/completions", json=payload)
+            async with client.stream("POST", "/chat/completions", json=payload) as response:
+                status = response.status_code
+                if status == 429 or status >= 500:
+                    raise _Retryable(f"HTTP {status}", parse_retry_after(response.headers.get("retry-after")))
+                try:
+                    content = await read_capped(response, cap)
+                except ReplyTooLarge as e:
+                    return Generation(text=None, error=f"HTTP {status}: {e}")
+                encoding = response.encoding or "utf-8"
         except httpx.TimeoutException as e:
             raise _Retryable(f"timeout after {self.params.timeout_s:g} s ({type(e).__name__})") from None
         except httpx.TransportError as e:
             raise _Retryable(f"connection error ({type(e).__name__})") from None
-        status = response.status_code
-        if status == 429 or status >= 500:
-            raise _Retryable(f"HTTP {status}", parse_retry_after(response.headers.get("retry-after")))
         if status >= 400:
             # mask first: a key cut by the truncation would no longer be found whole
-            body = " ".join((mask_secrets(response.text, secrets) or "").split())[:ERROR_BODY_CHARS]
+            text = content.decode(encoding, errors="replace")
+            body = " ".join((mask_secrets(text, secrets) or "").split())[:ERROR_BODY_CHARS]
             return Generation(text=None, error=f"HTTP {status}: {body}" if body else f"HTTP {status}")
         try:
-            reply = parse_chat_completion(response.content)
+            reply = parse_chat_completion(content)
         except MalformedReply as e:
             raise _Retryable(f"malformed reply (HTTP {status}, not a chat completion: {e})") from None
         try:
@@ -211,14 +258,12 @@ class OpenAICompatBackend:
         except InvalidUsage as e:
             return Generation(text=None, error=str(e))
         text = reply.text
+        if not text and reply.calls_a_tool:
+            return Generation(text=None, error="reply has only tool_calls and no content: the model called a tool "
+                                               "instead of answering (tool calls are not supported)")
         extra: dict[str, Any] = {}
         if reply.finish_reason not in (None, "stop"):
             extra["finish_reason"] = reply.finish_reason
-        if tokens_in is None or tokens_out is None:
-            extra["tokens_estimated"] = True
-        if tokens_in is None:
-            tokens_in = messages_tokens(request.messages)
-        if tokens_out is None:
-            tokens_out = estimate_tokens(text)
+        tokens_in, tokens_out = _plausible_usage(tokens_in, tokens_out, request, text, extra)
         return Generation(text=text, tokens_in=tokens_in, tokens_out=tokens_out, extra=extra)
 

@@ -190,6 +190,9 @@ class OpenAICompatParams(ParamsModel):
     timeout_s: float = Field(60.0, gt=0)
     """Wall-clock deadline of one attempt, connect + send + wait + read together, whatever the server sends
     (a reply trickled byte by byte is cut at it too); each retry gets a fresh deadline."""
+    max_reply_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest reply body accepted, in bytes, both as sent and after gzip/deflate decompression (4 MiB by default);
+    a larger reply is refused while it streams (a gzip bomb is never expanded) and becomes an `error` row."""
     secret_envs: list[str] = []
     """More environment variables whose values are secrets (an organisation id, a proxy token): masked like the
     API key in every stored or printed text."""

@@ -13,6 +13,11 @@ CHARS_PER_TOKEN = 4.0
 """Estimate used when a backend or an imported cache gives no token counts: ~4 characters per
 token, the usual rule of thumb for English BPE vocabularies (OpenAI's tokenizer guide)."""
 
+MAX_CHARS_PER_TOKEN = 32.0
+"""The most characters a reported token count may stand for on average: BPE vocabularies' longest
+common tokens (runs of spaces, repeated punctuation) are about this long, so a count implying more
+(a 200 MB answer billed as 1 token) is the server's mistake and is replaced by the estimate."""
+
 
 def cost_usd(tokens_in: int, tokens_out: int, price: Price) -> float:
     return (tokens_in * price.input_usd_per_mtok + tokens_out * price.output_usd_per_mtok) / 1e6

@@ -5,6 +5,7 @@ the text or the parser changes.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +75,30 @@ MULTIPLE_CHOICE = register(PromptTemplate(
     parser=lambda text, item: parse_choice(text, len(item.choices or []) or 5),
 ))
 
+SERVED_SOURCE = "served"
+"""`Item.source` of a request `dlab serve` answered (the `served` dataset's items): answered with CHAT."""
+
+
+@dataclass(frozen=True)
+class ChatTemplate(PromptTemplate):
+    """A client's own conversation, sent as it came (`dlab serve`): the item's question as the one user
+    turn, or the whole conversation when the request context carries it (`messages`, JSON), so the
+    request hash covers exactly what the backend was sent."""
+
+    def render(self, item: Item, context: dict[str, str]) -> list[dict[str, str]]:
+        if "messages" in context:
+            return json.loads(context["messages"])
+        return [{"role": "user", "content": item.question}]
+
+
+CHAT = register(ChatTemplate(
+    name="chat",
+    version=1,
+    system="",
+    user="{question}",
+    parser=lambda text, item: parse_number_answer(text),
+))
+
 JUDGE = register(PromptTemplate(
     name="judge",
     version=1,
@@ -92,7 +117,7 @@ DEFAULT_FOR_ROLE = {"judge": "judge"}
 def template_for(role: str, item: Item, override: str | None = None) -> PromptTemplate:
     name = override or DEFAULT_FOR_ROLE.get(role)
     if name is None and role == "answer":
-        name = "multiple_choice" if item.choices else "math_cot"
+        name = "chat" if item.source == SERVED_SOURCE else "multiple_choice" if item.choices else "math_cot"
     if name is None:
         raise InputError(f"no prompt template for role {role!r}; set solvers.<name>.role_prompts.{role}")
     if name not in TEMPLATES:

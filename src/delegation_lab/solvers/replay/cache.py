@@ -5,8 +5,10 @@ sizes and modification times, so an edited file is read again."""
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ import polars as pl
 
 from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay import FORMATS
+from delegation_lab.solvers.replay.budget import check_budget
 from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError, file_model
 
 _QUOTES = str.maketrans({
@@ -96,6 +99,36 @@ def file_sha256(path: Path) -> str:
 _GLOB = re.compile(r"[*?\[]")
 
 
+def _segments_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """glob's rules for one relative path: `**` is zero or more folders, a wildcard never matches a
+    leading dot unless the pattern segment has one (hidden files and folders are skipped)."""
+    if not pattern:
+        return not parts
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return _segments_match(rest, parts) or (
+            bool(parts) and not parts[0].startswith(".") and _segments_match(pattern, parts[1:]))
+    if not parts or (parts[0].startswith(".") and not head.startswith(".") and _GLOB.search(head)):
+        return False
+    return fnmatch.fnmatchcase(parts[0], head) and _segments_match(rest, parts[1:])
+
+
+def glob_files(pattern: str) -> list[Path]:
+    """The files a glob names. A `**` glob is walked with os.walk(followlinks=False): glob's `**`
+    descends into symlinked folders, so a link to an ancestor (a loop) never ends; here a
+    symlinked folder is not entered (a symlinked file is kept)."""
+    if "**" not in pattern:
+        return [Path(p) for p in glob.glob(pattern) if Path(p).is_file()]
+    parts = Path(pattern).parts
+    first = next(i for i, part in enumerate(parts) if _GLOB.search(part))
+    root = Path(*parts[:first]) if first else Path(".")
+    found = []
+    for folder, _, names in os.walk(root, followlinks=False):
+        inside = Path(folder).relative_to(root).parts
+        found += [Path(folder, n) for n in names if _segments_match(parts[first:], (*inside, n))]
+    return [p for p in found if p.is_file()]
+
+
 def cache_files(path: str | Path, fmt: str) -> list[Path]:
     """The files a cache names: the file itself, or every file of the format in a folder or glob.
 
@@ -105,7 +138,7 @@ def cache_files(path: str | Path, fmt: str) -> list[Path]:
     text = str(path)
     cache_format = FORMATS.get(fmt)
     if _GLOB.search(text):
-        found = [Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file()]
+        found = glob_files(text)
         what = f"the glob {text!r}"
     elif Path(text).is_dir():
         found = [p for p in Path(text).rglob("*") if p.is_file() and p.name.endswith(cache_format.suffixes)
@@ -161,10 +194,12 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None, trust_pickle: bool = False,
-               score_threshold: float = SCORE_THRESHOLD) -> ReplayCache:
+               score_threshold: float = SCORE_THRESHOLD, max_memory_gb: float | None = None) -> ReplayCache:
     """The normalised cache of a file, folder or glob, read once per process (again when a file
     changes). A format whose loading runs code (a pickle) is refused unless `trust_pickle` (checked
-    before any file is opened). A score at or above `score_threshold` is a correct answer."""
+    before any file is opened); so is a cache whose estimated memory is over the budget
+    (`budget`: `max_memory_gb`, else the environment's, else the default). A score at or above
+    `score_threshold` is a correct answer."""
     spec = str(path)
     if fmt not in FORMATS:
         raise ReplayError(f"{spec}: unknown replay format {fmt!r}; use one of {list(FORMATS.names())}")
@@ -177,6 +212,7 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     cached = _LOADED.get(key)
     if cached is not None:
         return cached
+    check_budget(spec, fmt, files, cache_format.expansion, max_memory_gb)
     several = len(files) > 1 or Path(spec).is_dir() or bool(_GLOB.search(spec))
     root = Path(spec) if Path(spec).is_dir() else None
     options = ReadOptions(fields or LongTableFields(), root, score_threshold)

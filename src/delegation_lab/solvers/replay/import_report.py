@@ -98,9 +98,10 @@ def summary_of(cache: ReplayCache, labels: pl.DataFrame, threshold: float, notes
 
 
 def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
-                 trust_pickle: bool = False, score_threshold: float = SCORE_THRESHOLD) -> ImportResult:
+                 trust_pickle: bool = False, score_threshold: float = SCORE_THRESHOLD,
+                 max_memory_gb: float | None = None) -> ImportResult:
     """The text `dlab import` prints and the summary `--json` writes."""
-    cache = load_cache(path, format, fields, trust_pickle, score_threshold)
+    cache = load_cache(path, format, fields, trust_pickle, score_threshold, max_memory_gb)
     frame = cache.frame
     counts, item_keys, items = read_items(Path(items_dir))
     cache_format = FORMATS.get(format)

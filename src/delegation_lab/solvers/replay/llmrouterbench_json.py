@@ -24,8 +24,9 @@ from delegation_lab.solvers.replay.records import (
     cell_text,
     columns_hint,
     correctness,
-    float_or_none,
-    int_or_none,
+    cost_value,
+    read_utf8,
+    token_count,
     score_value,
     threshold_of,
 )
@@ -35,7 +36,7 @@ LLMROUTERBENCH_REQUIRED = ("origin_query", "prediction", "score")
 
 def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """Records of a JSON list / JSON lines / object holding a list; plus a file-level model name."""
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     stripped = text.lstrip()
     file_model = None
     if stripped.startswith("[") or stripped.startswith("{"):
@@ -98,9 +99,9 @@ def read_llmrouterbench_json(path: Path, model_hint: str | None = None, threshol
         rows["model"].append(str(model))
         rows["response"].append(cell_text(r["prediction"]))
         rows["correct"].append(correctness(r["score"], path, f"record {i}, field 'score'", threshold))
-        rows["tokens_in"].append(int_or_none(r.get("prompt_tokens")))
-        rows["tokens_out"].append(int_or_none(r.get("completion_tokens")))
-        rows["cost_usd"].append(float_or_none(r.get("cost")))
+        rows["tokens_in"].append(token_count(r.get("prompt_tokens"), path, f"record {i}, field 'prompt_tokens'"))
+        rows["tokens_out"].append(token_count(r.get("completion_tokens"), path, f"record {i}, field 'completion_tokens'"))
+        rows["cost_usd"].append(cost_value(r.get("cost"), path, f"record {i}, field 'cost'"))
         extras["score"].append(score_value(r["score"]))
         for k in extra_keys:
             v = r.get(k)

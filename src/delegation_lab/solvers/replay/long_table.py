@@ -17,13 +17,14 @@ from delegation_lab.solvers.replay.records import (
     ReplayError,
     cache_frame,
     cell_text,
+    check_csv,
     columns_hint,
     correctness,
-    float_or_none,
-    int_or_none,
+    cost_value,
     missing_column,
     numbered_records,
     score_value,
+    token_count,
 )
 
 
@@ -32,6 +33,7 @@ def _read_table_file(path: Path) -> pl.DataFrame:
         if path.suffix == ".parquet":
             return pl.read_parquet(path)
         if path.suffix == ".csv":
+            check_csv(path)
             return pl.read_csv(path, infer_schema=False)
     except pl.exceptions.PolarsError as e:
         raise ReplayError(f"{path}: not a readable {path.suffix[1:]} table ({e})") from None
@@ -81,9 +83,9 @@ def read_long_table(path: Path, fields: LongTableFields, threshold: float = SCOR
         rows["model"].append(model)
         rows["response"].append(cell_text(values["response"][i]) if col("response") else "")
         rows["correct"].append(label)
-        rows["tokens_in"].append(int_or_none(values["tokens_in"][i]))
-        rows["tokens_out"].append(int_or_none(values["tokens_out"][i]))
-        rows["cost_usd"].append(float_or_none(values["cost_usd"][i]))
+        rows["tokens_in"].append(token_count(values["tokens_in"][i], path, f"{line(i)}, column {fields.tokens_in!r}"))
+        rows["tokens_out"].append(token_count(values["tokens_out"][i], path, f"{line(i)}, column {fields.tokens_out!r}"))
+        rows["cost_usd"].append(cost_value(values["cost_usd"][i], path, f"{line(i)}, column {fields.cost_usd!r}"))
         extras["domain"].append(cell_text(values["domain"][i]))
         extras["score"].append(score_value(values["score"][i]))
     return cache_frame(rows, extras)

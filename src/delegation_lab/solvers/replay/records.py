@@ -1,9 +1,17 @@
 """What every replay reader shares: the normalised row (`CACHE_COLUMNS`), the error that names
-the file, the cell parsers (text, correctness, numbers), and `CacheFormat`, the record one format
-module registers in `solvers.replay.FORMATS`."""
+the file, the cell parsers (text, correctness, numbers), the file readers (UTF-8 text and CSV
+headers checked with the line of the first bad byte or the duplicated column), and `CacheFormat`,
+the record one format module registers in `solvers.replay.FORMATS`.
+
+Imported numbers are validated where they are read, because a bad one is otherwise a silent wrong
+result: token counts and costs must be finite, non-negative and below `MAX_TOKENS` / `MAX_COST_USD`
+per answer; a correctness cell must be a boolean word, 0/1, or a score in [0, 1]. Anything else is
+a `ReplayError` naming the file, the row (or line / record) and the column.
+"""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import math
@@ -30,6 +38,12 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 }
 """The columns every reader's frame has, one row per (question, model); a reader may add more (a
 `domain`, a `score`, the source's own columns)."""
+
+MAX_TOKENS = 100_000_000
+"""Most tokens one imported answer may report (in or out): far above any model's context."""
+MAX_COST_USD = 1_000_000.0
+"""Most US$ one imported answer may cost: anything above is a unit or parsing mistake."""
+
 
 class ReplayError(InputError):
     """A cache file that cannot be replayed; the message names the file, the key and what exists."""
@@ -64,6 +78,10 @@ class CacheFormat:
     notes: Callable[[pl.DataFrame], list[str]] | None = None
     """Lines `dlab import` adds about a loaded cache of this layout: what it lacks (no answer text),
     what its join left unmatched."""
+    expansion: float = 20.0
+    """Peak memory of `dlab import` over the files' text size, measured (docs/scaling.md): `budget`
+    refuses a cache whose estimate is over the budget. 20 covers the tables measured: a 200 MB long
+    table peaked at 2.76 GB (13.8x, issue 32), 24 MB of 100-byte rows at 18x, RouteLLM's CSV at 12x."""
 
 
 def columns_hint(columns: list[str], limit: int = 30) -> str:
@@ -103,7 +121,7 @@ def correctness(value: Any, path: Path, where: str, threshold: float = SCORE_THR
     if isinstance(value, (int, float)):
         if isinstance(value, float) and math.isnan(value):
             return None
-        return bool(value >= threshold)
+        return _unit(value, value, path, where) >= threshold
     s = str(value).strip().lower()
     if not s or s in ("nan", "none", "null"):
         return None
@@ -112,9 +130,23 @@ def correctness(value: Any, path: Path, where: str, threshold: float = SCORE_THR
     if s in _FALSE:
         return False
     try:
-        return float(s) >= threshold
+        number = float(s)
     except ValueError:
-        raise ReplayError(f"{path}: {where}: correctness value {value!r} is not True/False or a score") from None
+        raise ReplayError(f"{path}: {where}: correctness value {_shown(value)} is not True/False or a score") from None
+    return _unit(number, value, path, where) >= threshold
+
+
+def _shown(value: Any) -> str:
+    """A cell for an error message: its repr, cut so one huge cell cannot flood the terminal."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unit(number: float, value: Any, path: Path, where: str) -> float:
+    if not 0.0 <= number <= 1.0:  # NaN fails too
+        raise ReplayError(f"{path}: {where}: correctness value {_shown(value)} is neither True/False, 0/1 "
+                          "nor a score in [0, 1]")
+    return number
 
 
 def threshold_of(options: ReadOptions | None) -> float:
@@ -152,18 +184,32 @@ def score_value(value: Any) -> float | None:
     return None if math.isnan(f) else f
 
 
-def int_or_none(value: Any) -> int | None:
-    if value is None:
+def _number(value: Any, path: Path, where: str, what: str, bound: float) -> float | None:
+    """A finite number in [0, bound]; None when the cell is empty or NaN; anything else fails."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
-        f = float(value)
+        if isinstance(value, bool):
+            raise ValueError
+        f = float(value.strip()) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
+        raise ReplayError(f"{path}: {where}: {what} {_shown(value)} is not a number") from None
+    if math.isnan(f):
         return None
-    return None if math.isnan(f) else int(round(f))
+    if not 0.0 <= f < bound:  # inf and negatives fail here
+        raise ReplayError(f"{path}: {where}: {what} {_shown(value)} is outside [0, {bound:g})")
+    return f
 
 
-def float_or_none(value: Any) -> float | None:
-    return score_value(value)
+def token_count(value: Any, path: Path, where: str) -> int | None:
+    """An imported token count: a whole-ish number in [0, MAX_TOKENS), rounded; None when empty."""
+    f = _number(value, path, where, "token count", MAX_TOKENS)
+    return None if f is None else int(round(f))
+
+
+def cost_value(value: Any, path: Path, where: str) -> float | None:
+    """An imported cost in US$: a finite number in [0, MAX_COST_USD); None when empty."""
+    return _number(value, path, where, "cost", MAX_COST_USD)
 
 
 def cache_frame(rows: dict[str, list[Any]], extras: dict[str, list[Any]] | None = None) -> pl.DataFrame:
@@ -186,16 +232,60 @@ def file_model(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix)
 
 
+def utf8_text(raw: bytes, path: Path) -> str:
+    """`raw` decoded as UTF-8; a bad byte fails naming the file, its line and byte offset."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ReplayError(f"{path}: line {line}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+
+
+def read_utf8(path: Path) -> str:
+    """A text file's content, with the line of the first non-UTF-8 byte in the error."""
+    try:
+        return utf8_text(path.read_bytes(), path)
+    except OSError as e:
+        raise ReplayError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def check_csv(path: Path) -> None:
+    """Refuse a CSV before a table library reads it: a non-UTF-8 byte (named by line, which the
+    libraries do not say) or a duplicated column name (which they would rename or drop silently).
+    Reads in blocks, so it holds one block, not the file."""
+    line, offset, carry = 1, 0, b""  # offset: where `data` starts in the file
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            data = carry + block
+            try:
+                data.decode("utf-8")
+                carry = b""
+            except UnicodeDecodeError as e:
+                if e.reason != "unexpected end of data":
+                    line += data.count(b"\n", 0, e.start)
+                    raise ReplayError(f"{path}: line {line}: not UTF-8 text (byte {offset + e.start}: {e.reason})") from None
+                data, carry = data[: e.start], data[e.start :]  # a character cut by the block's end
+            line += data.count(b"\n")
+            offset += len(data)
+    if carry:
+        raise ReplayError(f"{path}: line {line}: not UTF-8 text (byte {offset}: the file ends inside a character)")
+    with path.open(encoding="utf-8", newline="") as f:
+        header = next(csv.reader(f), [])
+    seen: set[str] = set()
+    for column in header:
+        if column in seen and column.strip():
+            raise ReplayError(f"{path}: row 1: column {_shown(column)} appears more than once in the header")
+        seen.add(column)
+
+
 def json_list(path: Path, what: str) -> list[Any]:
     """A file holding one JSON list (gzip-compressed when it ends in .gz, as experiments ship them);
     an empty file, bad JSON or another top level fails naming the file."""
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        text = raw.decode("utf-8")
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise ReplayError(f"{path}: not a gzip file ({e})") from None
-    except UnicodeDecodeError as e:
-        raise ReplayError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    text = utf8_text(raw, path)
     if not text.strip():
         raise ReplayError(f"{path}: empty file (expected a JSON list of {what})")
     try:
@@ -212,4 +302,4 @@ def json_list(path: Path, what: str) -> list[Any]:
 
 def numbered_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of every non-blank line; a bad line fails naming file and line."""
-    return numbered_json_lines(path.read_text(encoding="utf-8"), path, ReplayError)
+    return numbered_json_lines(read_utf8(path), path, ReplayError)

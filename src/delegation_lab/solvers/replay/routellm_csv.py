@@ -16,6 +16,7 @@ from delegation_lab.solvers.replay.records import (
     ReadOptions,
     ReplayError,
     cache_frame,
+    check_csv,
     columns_hint,
     correctness,
     missing_column,
@@ -25,6 +26,7 @@ from delegation_lab.solvers.replay.records import (
 
 def read_routellm_csv(path: Path, options: ReadOptions | None = None) -> pl.DataFrame:
     """RouteLLM: `prompt` + `<model>` (True/False) + `<model>_response` per model."""
+    check_csv(path)
     try:
         raw = pl.read_csv(path, infer_schema=False)  # every cell as text; quoted newlines kept
     except pl.exceptions.PolarsError as e:

@@ -19,11 +19,11 @@ from delegation_lab.solvers.replay.records import (
     cell_text,
     columns_hint,
     correctness,
-    float_or_none,
-    int_or_none,
+    cost_value,
     numbered_records,
     score_value,
     threshold_of,
+    token_count,
 )
 
 ROUTERARENA_REQUIRED = ("global_index", "question", "generated_answer")
@@ -53,15 +53,15 @@ def read_routerarena_jsonl(path: Path, options: ReadOptions | None = None) -> pl
             raise ReplayError(f"{where}: 'token_usage' and 'evaluation_result' must be JSON objects or null")
         result = result or {}
         failed = r.get("success") is False
-        cost = float_or_none(result.get("inference_cost"))
+        cost = cost_value(result.get("inference_cost"), path, f"line {lineno}, field 'evaluation_result.inference_cost'")
         index = str(r["global_index"])
         rows["source_index"].append(index)
         rows["prompt"].append(cell_text(r["question"]))
         rows["model"].append(path.stem)
         rows["response"].append(None if failed else cell_text(r["generated_answer"]))
         rows["correct"].append(None if failed else correctness(result.get("score"), path, f"line {lineno}, field 'evaluation_result.score'", threshold_of(options)))
-        rows["tokens_in"].append(int_or_none(usage.get("input_tokens")))
-        rows["tokens_out"].append(int_or_none(usage.get("output_tokens")))
+        rows["tokens_in"].append(token_count(usage.get("input_tokens"), path, f"line {lineno}, field 'token_usage.input_tokens'"))
+        rows["tokens_out"].append(token_count(usage.get("output_tokens"), path, f"line {lineno}, field 'token_usage.output_tokens'"))
         rows["cost_usd"].append(cost if cost else None)  # a $0 cost is RouterArena's unregistered-model default
         extras["domain"].append(_routerarena_domain(index))
         extras["score"].append(score_value(result.get("score")))

@@ -16,7 +16,7 @@ from delegation_lab.solvers.replay.records import (
     cache_frame,
     cell_text,
     columns_hint,
-    float_or_none,
+    cost_value,
     missing_column,
     unit_score,
 )
@@ -84,7 +84,7 @@ def read_wide_frame(path: Path, raw: pd.DataFrame, what: str, threshold: float, 
             rows["correct"].append(None if score is None else score >= threshold)
             rows["tokens_in"].append(None)
             rows["tokens_out"].append(None)
-            rows["cost_usd"].append(float_or_none(costs[i]))
+            rows["cost_usd"].append(cost_value(costs[i], path, f"row {first_row + i}{sample}, column {model + COST!r}"))
             extras["score"].append(score)
         for c in extra_cols:
             extras[c].extend(extra_values[c])

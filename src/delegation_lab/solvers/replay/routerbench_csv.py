@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from delegation_lab.solvers.replay.records import CacheFormat, ReadOptions, ReplayError, threshold_of
+from delegation_lab.solvers.replay.records import CacheFormat, ReadOptions, ReplayError, check_csv, threshold_of
 from delegation_lab.solvers.replay.routerbench import read_wide_frame
 
 
@@ -18,6 +18,7 @@ def read_routerbench_csv(path: Path, options: ReadOptions | None = None) -> pl.D
     """One dataset's RouterBench frame as CSV; rows are named as the file's data rows (the header is row 1)."""
     import pandas as pd
 
+    check_csv(path)
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])  # text kept as written
     except pd.errors.EmptyDataError:

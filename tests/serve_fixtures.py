@@ -1,0 +1,230 @@
+"""What the `dlab serve` tests and benchmark share: a fake OpenAI-compatible backend (stdlib HTTP
+server: answers derived from the request, faults by keyword, a gate that holds requests, SSE
+streaming), a project folder whose solvers point at it (and at a llama.cpp server), a saved kNN
+router that tells the two apart, and `dlab serve` started as a process on an ephemeral port."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BACKEND_KEY = "sk-backend-0123456789abcdef-never-journal"
+CLIENT_KEY = "sk-client-fedcba9876543210-never-journal"
+PRICE = {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
+
+
+def fake_answer(content: str) -> str:
+    """The fake backend's reply: a number derived from the question, so mix-ups show."""
+    return f"The answer is computed.\n#### {len(content)}"
+
+
+class FakeBackend:
+    """POST /v1/chat/completions. A question containing FAIL gets HTTP 500, ECHOKEY gets the caller's
+    Authorization header echoed back in the text; `hold_until` holds every request until that many
+    are in flight (or `release` is set)."""
+
+    def __init__(self, delay_s: float = 0.0):
+        self.delay_s = delay_s
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.calls = 0
+        self.hold_until = 0
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                backend.handle(self)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024  # the listen backlog: 64 connections arrive at once
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def let_go(self) -> None:
+        """Answer every held request now (and every later one at once)."""
+        with self._arrived:
+            self.release.set()
+            self._arrived.notify_all()
+
+    def close(self) -> None:
+        self.let_go()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        body = json.loads(h.rfile.read(int(h.headers.get("content-length", 0))))
+        auth = h.headers.get("authorization", "")
+        if auth != f"Bearer {BACKEND_KEY}":
+            return self._send(h, 401, {"error": {"message": "bad key"}})
+        with self._lock:
+            self.calls += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.hold_until and self.in_flight >= self.hold_until:
+                self.release.set()  # latched: the requests that leave must not hold back the rest
+            self._arrived.notify_all()
+        try:
+            if self.hold_until:
+                with self._arrived:
+                    self._arrived.wait_for(self.release.is_set, timeout=60)
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            content = body["messages"][-1]["content"]
+            if "FAIL" in content:
+                return self._send(h, 500, {"error": {"message": "backend exploded"}})
+            text = fake_answer(content) + (f"\nyour key: {auth}" if "ECHOKEY" in content else "")
+            usage = {"prompt_tokens": 10 + len(content) // 4, "completion_tokens": 7, "total_tokens": 17 + len(content) // 4}
+            if body.get("stream"):
+                return self._stream(h, body["model"], text, usage)
+            self._send(h, 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                             "finish_reason": "stop"}], "usage": usage})
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def wait_in_flight(self, n: int, timeout: float = 60) -> bool:
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.in_flight >= n, timeout=timeout)
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    @staticmethod
+    def _stream(h: BaseHTTPRequestHandler, model: str, text: str, usage: dict) -> None:
+        h.send_response(200)
+        h.send_header("content-type", "text/event-stream")
+        h.end_headers()
+        pieces = [text[i:i + 5] for i in range(0, len(text), 5)]
+        for piece in pieces:
+            chunk = {"id": "x", "object": "chat.completion.chunk", "model": model,
+                     "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+            h.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            h.wfile.flush()
+        h.wfile.write(f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+
+
+def write_project(root: Path, fake_url: str, small_url: str | None = None) -> Path:
+    """A project: the repository's params with solvers `fake` (and `small`, a llama.cpp server),
+    the agreement verifier over `fake`, and a saved kNN router over the solvers."""
+    from delegation_lab.config import parse_params, read_yaml
+
+    params = read_yaml(REPO / "params.yaml")
+    endpoint = {"api_key_env": "FAKE_BACKEND_KEY", "max_retries": 0, "timeout_s": 60, "concurrency": 64}
+    params["solvers"]["fake"] = {"backend": "openai_compat", "model": "fake-model", "price": PRICE,
+                                 "openai_compat": {"base_url": fake_url, **endpoint}}
+    names = ["fake"]
+    if small_url:
+        params["solvers"]["small"] = {
+            "backend": "openai_compat", "model": "smollm2-135m", "price": {"input_usd_per_mtok": 0.01, "output_usd_per_mtok": 0.02},
+            "decoding": {"max_tokens": 24}, "openai_compat": {"base_url": small_url, "api_key_env": None, "timeout_s": 120,
+                                                              "max_retries": 1}}
+        names = ["small", "fake"]
+    params["evaluation"]["verifier"] = {"kind": "agreement", "models": ["fake"]}
+    params.setdefault("coordinator", {})["agents"] = ["A", "B", "C"]  # the studies keep the three simulated solvers
+    parse_params(params, "test project")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if len(names) == 2:
+        save_knn_router(root, names)
+    return root
+
+
+def save_knn_router(root: Path, solvers: list[str]) -> Path:
+    """A kNN router fitted so that questions about `alpha` go to solvers[0], about `beta` to solvers[1]."""
+    from delegation_lab.embeddings import HashingEmbedder, text_features
+    from delegation_lab.layout import Layout
+    from delegation_lab.routers import build_router
+    from delegation_lab.routers.artifact import save_router
+    from delegation_lab.routers.base import Inputs
+    from delegation_lab.routers.params import RoutersParams
+
+    questions = [f"alpha alpha question number {i}" for i in range(20)] + [f"beta beta question number {i}" for i in range(20)]
+    embedder = HashingEmbedder(384)
+    x = Inputs(embedder.encode(questions).astype(np.float32), text_features(questions, [None] * len(questions)))
+    correct = np.array([[1.0, 0.0]] * 20 + [[0.0, 1.0]] * 20)
+    cost = np.full((40, 2), 1e-5)
+    params = RoutersParams.model_validate({"knn": {"k": 5, "cells": 0, "search_dim": 8, "sweep": [0.5]}})
+    router = build_router("knn", params, solvers)
+    router.fit(x, correct, cost, seed=0)
+    router.calibrate(x, correct, cost)
+    return save_router(router, Layout(root).router("knn"), embedder.name, params)
+
+
+def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url.removesuffix("/v1") + "/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+class ServeProcess:
+    """`dlab serve` in a child process on 127.0.0.1 and a free port; output in `log`."""
+
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
+        self.log = root / f"serve-{time.time_ns()}.log"
+        full_env = {**os.environ, "FAKE_BACKEND_KEY": BACKEND_KEY, "DLAB_CLIENT_KEY": CLIENT_KEY,
+                    "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+        with self.log.open("w") as sink:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "delegation_lab.cli", "serve", "--root", str(root), "--port", "0", *args],
+                stdout=sink, stderr=subprocess.STDOUT, env=full_env)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = re.search(r"on (http://127\.0\.0\.1:\d+/v1)", self.log.read_text())
+            if found and _healthy(found.group(1)):
+                self.url = found.group(1)
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"dlab serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"dlab serve did not start in {timeout} s:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def terminate(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
