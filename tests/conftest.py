@@ -171,8 +171,8 @@ def upstream(project: Path, target: str) -> set[str]:
 
 
 DAG_TIMEOUT_S = 2400
-"""The test that first asks for a session DAG reproduces it in its set-up (5 CPU minutes; a loaded
-machine stretches that several times)."""
+"""The test that first asks for a session DAG reproduces it in its set-up (~2.5 CPU minutes on
+tests/smoke_dag.yaml; a loaded machine stretches that several times)."""
 
 
 def _reproduced(project: Path) -> tuple[Path, str]:
