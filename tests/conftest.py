@@ -99,22 +99,27 @@ def stage_here(root: Path, stage: str, *args: str) -> subprocess.CompletedProces
     return subprocess.CompletedProcess([sys.executable, script, *args], code, out.getvalue(), err.getvalue())
 
 
-_TEMPLATES: dict[str | None, Path] = {}
+_TEMPLATES: dict[tuple[str | None, Path | None], Path] = {}
 
 
-def make_project(dest: Path, profile: str | None = "smoke") -> Path:
-    """A fresh git + DVC project holding this repository's pipeline, optionally with a profile
-    (copied from one built per process and profile: `git init`, `dvc init` and the profile cost
-    seconds of CPU each time)."""
-    if profile not in _TEMPLATES:
+SESSION_OVERLAY = Path(__file__).with_name("smoke_dag.yaml")
+"""The session DAGs' overlay on the smoke profile: smaller study stages (the file says what stays)."""
+
+
+def make_project(dest: Path, profile: str | None = "smoke", overlay: Path | None = None) -> Path:
+    """A fresh git + DVC project holding this repository's pipeline, optionally with a profile and
+    then an overlay file (validated and applied as a profile would be; copied from one built per
+    process, profile and overlay: `git init`, `dvc init` and the profile cost seconds of CPU each time)."""
+    key = (profile, overlay)
+    if key not in _TEMPLATES:
         folder = Path(tempfile.mkdtemp(prefix="dlab-template-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        _TEMPLATES[profile] = _build_project(folder / "p", profile)
-    shutil.copytree(_TEMPLATES[profile], dest, symlinks=True, dirs_exist_ok=True)
+        _TEMPLATES[key] = _build_project(folder / "p", profile, overlay)
+    shutil.copytree(_TEMPLATES[key], dest, symlinks=True, dirs_exist_ok=True)
     return dest
 
 
-def _build_project(dest: Path, profile: str | None) -> Path:
+def _build_project(dest: Path, profile: str | None, overlay: Path | None = None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         src = REPO / name
@@ -128,9 +133,16 @@ def _build_project(dest: Path, profile: str | None) -> Path:
     run([str(BIN / "dvc"), "init", "-q"], dest)
     run([str(BIN / "dvc"), "config", "core.analytics", "false"], dest)
     shutil.copytree(REPO / ".dvc" / "plots", dest / ".dvc" / "plots")  # the project's custom plot templates
-    if profile:
-        run([str(BIN / "dlab"), "params", "profile", profile], dest)
+    for name in ([profile] if profile else []) + ([_as_profile(overlay, dest)] if overlay else []):
+        run([str(BIN / "dlab"), "params", "profile", name], dest)
     return dest
+
+
+def _as_profile(overlay: Path, project: Path) -> str:
+    """`overlay` copied among the project's profiles (so `dlab params profile` validates and applies
+    it the users' way); its name there."""
+    shutil.copy2(overlay, project / "profiles" / overlay.name)
+    return overlay.stem
 
 
 @pytest.fixture
@@ -159,8 +171,8 @@ def upstream(project: Path, target: str) -> set[str]:
 
 
 DAG_TIMEOUT_S = 2400
-"""The test that first asks for a session DAG reproduces it in its set-up (5 CPU minutes; a loaded
-machine stretches that several times)."""
+"""The test that first asks for a session DAG reproduces it in its set-up (~2.5 CPU minutes on
+tests/smoke_dag.yaml; a loaded machine stretches that several times)."""
 
 
 def _reproduced(project: Path) -> tuple[Path, str]:
@@ -179,7 +191,7 @@ def _unchanged(project: Path) -> None:
 def smoke_dag(tmp_path_factory: pytest.TempPathFactory):
     """The whole DAG on the smoke profile, `dvc repro` once per session, and that command's output:
     every stage's end-to-end checks read it. Never change it: copy_project it first."""
-    project, out = _reproduced(make_project(tmp_path_factory.mktemp("smoke_dag") / "p"))
+    project, out = _reproduced(make_project(tmp_path_factory.mktemp("smoke_dag") / "p", overlay=SESSION_OVERLAY))
     yield project, out
     _unchanged(project)
 
@@ -190,7 +202,7 @@ def replayed_dag(tmp_path_factory: pytest.TempPathFactory):
     project) and its `dvc repro` output, shared by the tests that only read its results."""
     from tests.test_replay_any_dataset import replay_project
 
-    project, out = _reproduced(replay_project(tmp_path_factory.mktemp("replayed_dag") / "p"))
+    project, out = _reproduced(replay_project(tmp_path_factory.mktemp("replayed_dag") / "p", overlay=SESSION_OVERLAY))
     yield project, out
     _unchanged(project)
 

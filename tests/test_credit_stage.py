@@ -31,15 +31,21 @@ def smoke_params(**credit) -> dict:
 
 @pytest.fixture
 def stage_root(smoke_dag) -> Path:
-    return smoke_dag[0]  # the session's smoke DAG ran the stage on these params (params.yaml + smoke)
+    return smoke_dag[0]  # the session's smoke DAG ran the stage on these params (params.yaml + smoke + overlay)
+
+
+def credit_params(project: Path) -> dict:
+    """The `credit` section the project's DAG ran with (its sizes: seeds, iterations, tasks)."""
+    return yaml.safe_load((project / "params.yaml").read_text())["credit"]
 
 
 @pytest.mark.slow
 def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
     m = json.loads((stage_root / "metrics" / "credit.json").read_text())
+    params = credit_params(stage_root)
     for method in SMOKE_METHODS:
         assert 0 <= m[method]["accuracy"] <= 100
-        assert m[method]["n_seeds"] == 2
+        assert m[method]["n_seeds"] == params["seeds"]
     for key in ("sharp", "broadcast", "single", "no_shapley", "planner_only", "worker_only"):
         assert isinstance(m[key]["accuracy"], float)
     assert m["sharp"]["paper"]["accuracy"] == 50.76 and m["no_shapley"]["paper"]["accuracy"] == 47.00
@@ -69,10 +75,11 @@ def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
     norm = m["normalisation_only"]
     assert norm["agent_minus_team"] == pytest.approx(norm["agent_accuracy"] - norm["team_accuracy"])
     assert norm["team_accuracy"] == m["sharp_team_norm"]["accuracy"] and "agent_minus_team_seed_ci" in norm
-    # the longer run (smoke: 2 x 12 iterations, 2 seeds)
-    long = m["long_run"]
-    assert long["iterations"] == 24 and long["seeds"] == [0, 1]
-    assert set(long) >= {"broadcast", "no_shapley", "sharp", "sharp_minus_broadcast_ci"}
+    # the longer run (long_run.iterations_factor x iterations, long_run.seeds seeds)
+    long, long_params = m["long_run"], params["long_run"]
+    assert long["iterations"] == long_params["iterations_factor"] * params["iterations"] > params["iterations"]
+    assert long["seeds"] == list(range(long_params["seeds"]))
+    assert set(long) >= {*long_params["methods"], "sharp", "sharp_minus_broadcast_ci"}
     # provenance: the token levels are calibrated inputs; rows not listed are computed
     assert m["provenance"]["p_sweep.p=1.tokens_per_task"]["kind"] == "calibrated"
     assert all(v["kind"] in ("calibrated", "setting") and v["why"] for v in m["provenance"].values())
@@ -83,11 +90,12 @@ def test_metrics_hold_every_method_and_the_paper_beside_ours(stage_root):
 @pytest.mark.slow
 def test_summaries_are_on_their_own_dataset(stage_root):
     s = pl.read_parquet(stage_root / "results" / "summaries" / "credit.parquet")
+    params = credit_params(stage_root)
     assert list(s.columns) == list(SUMMARY_SCHEMA)
     assert set(s["dataset"].unique()) == {"sharp_multihop"}
     test = s.filter(pl.col("split") == "test")
-    assert sorted(test["method"].unique()) == sorted(SMOKE_METHODS) and test.height == 2 * len(SMOKE_METHODS)
-    assert (test["n_items"] == 100 * 2).all()  # test_tasks x eval_replicates
+    assert sorted(test["method"].unique()) == sorted(SMOKE_METHODS) and test.height == params["seeds"] * len(SMOKE_METHODS)
+    assert (test["n_items"] == params["test_tasks"] * params["eval_replicates"]).all()
     assert test.join(pl.read_parquet(stage_root / "results" / "runs" / "credit.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0
     m = json.loads((stage_root / "metrics" / "credit.json").read_text())
     sharp = test.filter(pl.col("method") == "sharp")
@@ -99,7 +107,7 @@ def test_summaries_are_on_their_own_dataset(stage_root):
     keys = ["method", "operating_point", "seed"]
     per = out.group_by(keys).agg(pl.col("correct").mean().alias("acc"), pl.col("cost_usd").mean().alias("cost"), pl.len().alias("n"))
     joined = test.join(per, on=keys)
-    assert joined.height == test.height and (joined["n"] == 100).all()
+    assert joined.height == test.height and (joined["n"] == params["test_tasks"]).all()
     assert ((joined["acc"] - joined["accuracy"]).abs() < 1e-9).all()
     assert ((joined["cost"] - joined["cost_per_item_usd"]).abs() < 1e-12).all()
     assert out["item_id"][0].startswith("mhq-test-")
@@ -119,7 +127,8 @@ def test_trajectories_carry_per_agent_credit_and_the_credit_view_shows_it(stage_
         train = con.sql("SELECT count(*) FROM trajectories WHERE study = 'credit' AND split = 'train'").fetchall()[0][0]
     finally:
         con.close()
-    assert (per_rollout["planners"] == 1).all() and per_rollout.height == 2 * 100
+    params = credit_params(stage_root)
+    assert (per_rollout["planners"] == 1).all() and per_rollout.height == params["seeds"] * params["test_tasks"]
     assert train > 0
     assert set(credit["method"]) == set(SMOKE_METHODS) - {"single"}
     assert set(credit["role"]) == {"planner", "worker"}
@@ -139,10 +148,12 @@ def test_plots_and_mlflow(stage_root):
     exp = client.get_experiment_by_name("credit")
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
-    assert len(children) == 2 * len(SMOKE_METHODS)
+    params = credit_params(stage_root)
+    assert len(children) == params["seeds"] * len(SMOKE_METHODS)
     child = next(r for r in children if r.data.tags["mlflow.runName"] == "sharp/seed=0")
     assert "eval/accuracy" in child.data.metrics and "credit/coalitions_per_batch" in child.data.metrics
-    assert len(client.get_metric_history(child.info.run_id, "train/accuracy")) == 12
+    cap = yaml.safe_load((stage_root / "params.yaml").read_text())["tracking"]["series_points"]
+    assert len(client.get_metric_history(child.info.run_id, "train/accuracy")) == min(params["iterations"], cap)
 
 
 @pytest.mark.slow
@@ -189,7 +200,7 @@ def test_bad_params_fail_before_any_work(tmp_path, credit, code, message):
 def test_dvc_repro_credit_on_the_smoke_profile(smoke_dag):
     project, _ = smoke_dag  # the session's smoke DAG ran `credit`
     m = json.loads((project / "metrics" / "credit.json").read_text())
-    assert m["sharp"]["n_seeds"] == 2 and "p=0.5" in m["p_sweep"]
+    assert m["sharp"]["n_seeds"] == credit_params(project)["seeds"] and "p=0.5" in m["p_sweep"]
     status = run([str(BIN / "dvc"), "status", "credit"], project)
     assert "changed" not in status.stdout
     res = run([str(BIN / "dlab"), "query", "SELECT count(*) AS n FROM credit", "--format", "csv"], project)

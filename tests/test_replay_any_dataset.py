@@ -30,9 +30,10 @@ def write_subjects(folder) -> None:
                 w.writerow([f"{subject} question {i}?\nA. yes\nB. no\nAnswer:", h < 85, h < 70, h < 45])
 
 
-def replay_project(dest: Path) -> Path:
-    """A project whose three solvers replay the RouteLLM-layout folder `write_subjects` writes."""
-    project = make_project(dest)
+def replay_project(dest: Path, overlay: Path | None = None) -> Path:
+    """A project whose three solvers replay the RouteLLM-layout folder `write_subjects` writes
+    (`overlay`: as make_project's)."""
+    project = make_project(dest, overlay=overlay)
     write_subjects(project / "cache")
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["data"].update(dataset="replay", replay={"path": "cache", "format": "routellm_csv"})
