@@ -8,6 +8,8 @@ Definitions (all on one split, default `test`):
   same common random numbers as every study) accepts; cost is the sum of the solvers asked; mean
   over verifier seeds (`frontier_cascades`). oracle: the cheapest correct solver per item (the
   cheapest solver when none is correct) — the upper bound.
+- served:<model> (`data.dataset: served` only): a policy `dlab serve` ran, on the requests it
+  answered — the label of the answer each got and the journal's cost (`frontier_served`).
 - Which baselines: while the cost-ordered cascades of up to `frontier.cascade.max_length` solvers
   number at most `frontier.exhaustive_limit` (the default DAG's 3 solvers: 4), every cascade,
   mixtures of every pair and an interval on every point, all on the reported split. Above it:

@@ -51,9 +51,10 @@ def served_points(decisions: pl.DataFrame, labeled_split: pl.DataFrame, dataset:
                                   pl.col("correct").cast(pl.Float64)).unique(["answered_by", "item_id", "answer_hash"])
     joined = picked.join(labels, on=["answered_by", "item_id", "answer_hash"], how="left")
     graded = joined.filter(pl.col("correct").is_not_null())
-    per_item = (graded.group_by("model", "item_id").agg(pl.col("correct").mean(), pl.col("cost_usd").mean().alias("cost"),
-                                                          pl.col("called").list.len().mean().alias("calls"),
-                                                          pl.col("called").list.explode(keep_nulls=False, empty_as_null=False).unique().sort().alias("solvers"))
+    called = pl.col("called").list.explode(keep_nulls=False, empty_as_null=False)
+    per_item = (graded.group_by("model", "item_id")
+                .agg(pl.col("correct").mean(), pl.col("cost_usd").mean().alias("cost"),
+                     pl.col("called").list.len().mean().alias("calls"), called.unique().sort().alias("solvers"))
                 .sort("model", "item_id"))
     rows, parts = [], []
     for (model,), g in per_item.group_by("model", maintain_order=True):
