@@ -8,6 +8,9 @@ from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.frontier import BASELINES, frontier_with_outcomes
 from delegation_lab.frontier_plot import plot_frontier
+from delegation_lab.frontier_served import ServedPoints, served_points
+from delegation_lab.layout import Layout
+from delegation_lab.serve.journal import read_decisions
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason
 from delegation_lab.tables import (
@@ -29,6 +32,13 @@ def studies_run(ctx: StageContext) -> dict[str, dict]:
     return out
 
 
+def served_rows(ctx: StageContext, labeled: pl.DataFrame, verifier: str) -> ServedPoints:
+    """The deployed policies' live rows (`data.dataset: served`): the journal of `data.served.project`
+    (like `prepare`, read outside DVC: after new traffic `dvc repro -f prepare` reruns everything after it)."""
+    layout = Layout(ctx.layout.root / ctx.params.data.served.project)
+    return served_points(read_decisions(layout), labeled, ctx.params.data.dataset, ctx.params.frontier.split, verifier)
+
+
 def frontier(ctx: StageContext) -> None:
     """Build the frontier on the held-out split."""
     params = ctx.params.frontier
@@ -38,14 +48,16 @@ def frontier(ctx: StageContext) -> None:
     outcomes = read_outcomes(ctx.layout).filter(pl.col("study") != BASELINES)  # the studies', not this stage's own
     evaluation = ctx.params.evaluation
     verifier = build_verifier(evaluation.verifier, ctx.layout.root)
+    served = served_rows(ctx, labeled, verifier.name) if ctx.params.data.dataset == "served" else None
     table, metrics, baselines = frontier_with_outcomes(
         labeled, summaries, params, ctx.params.data.dataset, verifier=verifier, outcomes=outcomes,
-        intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split))
+        intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split),
+        served=served)
     write_parquet_atomic(table, ctx.layout.frontier)
     write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
                "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence,
-               "studies": studies_run(ctx), **metrics}
+               "studies": studies_run(ctx), **metrics, **({"served": served.report} if served else {})}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
     # other tasks' points, and runs under another verifier (a perfect one), stay out of this picture

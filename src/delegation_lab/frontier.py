@@ -8,6 +8,8 @@ Definitions (all on one split, default `test`):
   same common random numbers as every study) accepts; cost is the sum of the solvers asked; mean
   over verifier seeds (`frontier_cascades`). oracle: the cheapest correct solver per item (the
   cheapest solver when none is correct) — the upper bound.
+- served:<model> (`data.dataset: served` only): a policy `dlab serve` ran, on the requests it
+  answered — the label of the answer each got and the journal's cost (`frontier_served`).
 - Which baselines: while the cost-ordered cascades of up to `frontier.cascade.max_length` solvers
   number at most `frontier.exhaustive_limit` (the default DAG's 3 solvers: 4), every cascade,
   mixtures of every pair and an interval on every point, all on the reported split. Above it:
@@ -82,6 +84,7 @@ from delegation_lab.frontier_baselines import (  # noqa: F401 - re-exported: the
 )
 from delegation_lab.frontier_cascades import exhaustive, pareto_layers
 from delegation_lab.frontier_curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
+from delegation_lab.frontier_served import SERVED_KIND, ServedPoints
 from delegation_lab.routing_metrics import field_metrics
 from delegation_lab.schemas import OUTCOME_SCHEMA
 
@@ -223,7 +226,7 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
             **{f"cpt{round(level * 100)}": cpt(pts, anchors, level) for level in levels},
             "operating_points": g.height,
         }
-        if best["kind"] == "study":
+        if best["kind"] in ("study", SERVED_KIND):
             same = frontier.filter((pl.col("verifier") == verifier) & (pl.col("study") == "baselines"))
             dom = dominating_baseline(best, same)
             entry["dominated_by"] = _point_name(dom) if dom else None
@@ -295,13 +298,15 @@ def baseline_outcomes(points: list, item_ids: list[str], dataset: str, split: st
 def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
                            verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
                            intervals: IntervalParams | None = None,
-                           search_labeled: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
+                           search_labeled: pl.DataFrame | None = None,
+                           served: ServedPoints | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
     """(frontier, metrics, the baselines' item-level outcomes). The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
     Baselines are computed under `verifier` (and under `gold` too when a study ran with it); above
     `params.exhaustive_limit` their cascades are searched on `search_labeled` (the labeled answers of
-    `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen."""
+    `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen. `served`:
+    the deployed policies' own rows and item-level outcomes (`frontier_served`, the `served` dataset only)."""
     m = SolverMatrix.from_labeled(labeled_split)
     search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
@@ -333,6 +338,9 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     points = pl.DataFrame(rows).with_columns(pl.lit(dataset).alias("dataset"))
     if study_points.height:
         points = pl.concat([points, study_points.select([*POINT_COLUMNS, "dataset"])], how="vertical_relaxed")
+    if served is not None and served.points.height:
+        points = pl.concat([points, served.points.select([*POINT_COLUMNS, "dataset"])], how="vertical_relaxed")
+        values.add_outcomes(served.outcomes)
     if outcomes is not None and outcomes.height:
         mine = outcomes.filter(pl.col("split") == params.split)
         for task in mine["dataset"].unique().to_list():
@@ -358,7 +366,10 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     search_report = dict(searches[0])
     for v, extra in zip(verifiers[1:], searches[1:], strict=True):
         search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}
-    return frontier, {**summary, "search": search_report}, baseline_outcomes(kept, m.item_ids, dataset, params.split)
+    own = baseline_outcomes(kept, m.item_ids, dataset, params.split)
+    if served is not None and served.outcomes.height:
+        own = pl.concat([own, served.outcomes])
+    return frontier, {**summary, "search": search_report}, own
 
 
 def reported_points(frontier: pl.DataFrame) -> np.ndarray:

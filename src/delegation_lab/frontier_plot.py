@@ -14,7 +14,8 @@ import polars as pl
 
 from delegation_lab.figures import pyplot, save_figure
 
-BASELINE_MARKERS = {"single": "s", "cascade": "^", "mixture": ".", "oracle": "*"}
+# `served`: a deployed policy's live decisions (frontier_served), the frontier's own point like the baselines
+BASELINE_MARKERS = {"single": "s", "cascade": "^", "mixture": ".", "oracle": "*", "served": "D"}
 
 
 def _errors(g: pl.DataFrame, value: str, low: str, high: str) -> np.ndarray:
@@ -34,10 +35,10 @@ def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
         part = base.filter(pl.col("kind") == kind)
         if part.is_empty():
             continue
-        color = {"mixture": "0.7", "oracle": "goldenrod"}.get(kind, "black")
+        color = {"mixture": "0.7", "oracle": "goldenrod", "served": "crimson"}.get(kind, "black")
         ax.scatter(part["cost_per_item_usd"], part["accuracy"], marker=marker, color=color, zorder=3,
                    s={"mixture": 12, "oracle": 220}.get(kind, 55), label=f"baseline: {kind}", edgecolor="black" if kind == "oracle" else None)
-        if kind in ("single", "cascade"):
+        if kind in ("single", "cascade", "served"):
             ax.errorbar(part["cost_per_item_usd"], part["accuracy"], yerr=_errors(part, "accuracy", "accuracy_ci_low", "accuracy_ci_high"),
                         xerr=_errors(part, "cost_per_item_usd", "cost_ci_low", "cost_ci_high"), fmt="none", ecolor=color,
                         elinewidth=0.7, capsize=2, zorder=2)
