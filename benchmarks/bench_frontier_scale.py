@@ -115,7 +115,7 @@ def front_recall(labeled: pl.DataFrame, solvers: list[str], params: FrontierPara
     m = SolverMatrix.from_labeled(labeled.filter((pl.col("split") == "train") & pl.col("solver").is_in(solvers)))
     table = verdicts(m, JUDGE, verifier_seeds(params.cascade, JUDGE))
     orders = all_cascades(m, params).orders
-    runs = [run_cascade(m, list(o), table) for o in orders]
+    runs = [run_cascade(m, list(o), table, JUDGE) for o in orders]
     cost = np.array([r.mean_cost() for r in runs] + m.mean_cost().tolist())
     acc = np.array([r.accuracy() for r in runs] + m.accuracy().tolist())
     front = {o for o, on in zip(orders, pareto_mask(cost, acc)[: len(orders)], strict=True) if on}
