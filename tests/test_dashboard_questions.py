@@ -412,3 +412,21 @@ def test_downloads_say_what_they_are(app, synthetic_project: Path) -> None:  # n
     name = download_name(Project(synthetic_project, ""), "disagreements", {"A": f"{STUDY}/dqn_map · test", "B": None})
     assert name.startswith(f"{synthetic_project.name}_disagreements_A-{STUDY}_dqn_map") and name.endswith(".csv")
     assert "None" not in " ".join(str(v) for v in frame(at, "disagreements_table").drop(columns=["follow A", "follow B"]).to_numpy().ravel())
+
+
+def test_compare_hides_mlflow_when_tracking_is_off(synthetic_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """tracking.enabled false: no MLflow section, no caption pointing at a UI that has no store."""
+    import shutil
+
+    import yaml
+
+    params = yaml.safe_load((Path(APP).parents[1] / "params.yaml").read_text())
+    for enabled in (True, False):
+        root = tmp_path / f"tracking_{enabled}"  # one root each: the settings are cached per project
+        shutil.copytree(synthetic_project, root)
+        params["tracking"]["enabled"] = enabled
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        monkeypatch.setenv("DLAB_ROOT", str(root))
+        at = open_page(AppTest.from_file(APP, default_timeout=60), "compare")
+        shown = [h.value for h in at.subheader] + [c.value for c in at.caption]
+        assert any("MLflow" in s for s in shown) is enabled, shown
