@@ -430,3 +430,23 @@ def test_compare_hides_mlflow_when_tracking_is_off(synthetic_project: Path, tmp_
         at = open_page(AppTest.from_file(APP, default_timeout=60), "compare")
         shown = [h.value for h in at.subheader] + [c.value for c in at.caption]
         assert any("MLflow" in s for s in shown) is enabled, shown
+
+
+def test_frontier_breaks_chosen_points_down_by_domain_and_difficulty(app, synthetic_project: Path) -> None:  # noqa: F811
+    """The frontier's breakdown equals the per-slice means DuckDB gives, each inside its bootstrap interval."""
+    at = open_page(app, "frontier")
+    widget(at.multiselect, "Points to break down").set_value([f"{STUDY}/dqn_map", f"{STUDY}/random"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    by_domain = frame(at, "frontier_slices_table")
+    assert set(by_domain["domain"]) == {"arith"} and set(by_domain["point"]) == {f"{STUDY}/dqn_map", f"{STUDY}/random"}
+    widget(at.radio, "Slice by").set_value("difficulty").run()
+    shown = frame(at, "frontier_slices_table").set_index(["point", "difficulty"])
+    direct = sql(synthetic_project, """
+        SELECT o.method, i.difficulty, count(DISTINCT o.item_id) AS n, avg(correct) AS acc, avg(cost_usd) AS cost
+        FROM outcomes o JOIN items i USING (item_id) WHERE study = $s AND o.split = 'test' GROUP BY ALL""", s=STUDY)
+    assert len(direct) == len(shown)
+    for method, level, n, acc, cost in direct.iter_rows():
+        row = shown.loc[(f"{STUDY}/{method}", str(level))]
+        assert row["items"] == n and row["accuracy"] == pytest.approx(100 * acc) and row["cost (USD/item)"] == pytest.approx(cost)
+        assert row["accuracy low"] <= row["accuracy"] <= row["accuracy high"]
+        assert row["cost low"] <= row["cost (USD/item)"] <= row["cost high"]
