@@ -4,7 +4,7 @@ shown, the oracle, a method picker that highlights, and a budget slider (best me
 import polars as pl
 import streamlit as st
 
-from dashboards import charts, frontier_chart, links, queries, slices
+from dashboards import charts, frontier_chart, links, queries, slices, solver_subset
 from dashboards import frontier_points as fp
 from dashboards.cached import (
     download_csv,
@@ -49,6 +49,34 @@ studies = c4.multiselect("Study", here["study"], key="studies")
 
 points = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
                  solver_sets=solver_sets, studies=studies)
+pool = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
+               solver_sets=here["solver_set"], studies=here["study"])
+models = solver_subset.solvers(pool)
+subset_note = ""
+if models:  # the solvers taking part: singles, points within them, the oracle recomputed on them
+    default_models = solver_subset.default_subset(pool)
+    url_choice("models", models, default_models, multi=True)
+    subset = st.multiselect(
+        f"Solvers taking part ({len(models)})", models, key="models",
+        help="Singles of these solvers, the cascades, routers and study points whose solver set lies within them, and "
+             "the oracle recomputed on them from the singles' item-level outcomes. "
+             + (f"Default with more than {solver_subset.MANY} solvers: the singles' Pareto set and the best single."
+                if len(models) > solver_subset.MANY else "Default: every solver."))
+    keep_in_url(models=subset if sorted(subset) != sorted(default_models) else None)
+    if not subset:
+        st.warning("Pick at least one solver.")
+        st.stop()
+    if set(subset) != set(models):
+        method_of = {r["solver_set"]: r for r in pool.filter(pl.col("kind") == "single").iter_rows(named=True)}
+        chosen_rows = {s: p.query("point_outcomes", study=method_of[s]["study"], method=method_of[s]["method"],
+                                  operating_point=method_of[s]["operating_point"], split=split) for s in subset}
+        oracle_row = solver_subset.subset_oracle(chosen_rows, settings(*p.key).intervals)
+        template = pool.filter((pl.col("kind") == "oracle") & (pl.col("study") == "baselines"))
+        points = queries.with_pareto(solver_subset.with_oracle(solver_subset.within(points, subset), template, oracle_row))
+        outside_subset = pool.height - solver_subset.within(pool, subset).height - template.height
+        subset_note = (f" Solvers: {len(subset)} of {len(models)}; {outside_subset} point(s) that use another solver (or name none) "
+                       "are left out, and the oracle is recomputed on the chosen solvers"
+                       + ("." if oracle_row else " — except that their singles wrote no item-level outcomes, so no oracle is drawn."))
 every, study_oracles = queries.chart_points(points)
 labels = sorted({charts.point_label(s, m) for s, m in every.filter(pl.col("kind") != "mixture").select("study", "method").iter_rows()})
 c5, c6, c7 = st.columns([3, 2, 1])
@@ -103,6 +131,7 @@ st.caption(
     + (f" {figure.layout.meta['labels_left_out']} label(s) left out where they would overlap (hover names every point)."
        if figure.layout.meta["labels_left_out"] else "")
     + (f" {zero_cost} point(s) with zero cost cannot be drawn on the log axis." if zero_cost else "")
+    + subset_note
     + (f" Not drawn: {study_oracles.height} study oracle point(s) "
        f"({', '.join(sorted(set(study_oracles['study'] + '/' + study_oracles['method'])))}), the same upper bound." if study_oracles.height else "")
 )
