@@ -71,9 +71,10 @@ if models:  # the solvers taking part: singles, points within them, the oracle r
         chosen_rows = {s: p.query("point_outcomes", study=method_of[s]["study"], method=method_of[s]["method"],
                                   operating_point=method_of[s]["operating_point"], split=split) for s in subset}
         oracle_row = solver_subset.subset_oracle(chosen_rows, settings(*p.key).intervals)
-        template = pool.filter((pl.col("kind") == "oracle") & (pl.col("study") == "baselines"))
+        is_oracle = (pl.col("kind") == "oracle") & (pl.col("study") == "baselines")
+        template = points.filter(is_oracle)  # empty when the Study filter leaves the baselines out: no oracle then
         points = queries.with_pareto(solver_subset.with_oracle(solver_subset.within(points, subset), template, oracle_row))
-        outside_subset = pool.height - solver_subset.within(pool, subset).height - template.height
+        outside_subset = pool.height - solver_subset.within(pool, subset).height - pool.filter(is_oracle).height
         subset_note = (f" Solvers: {len(subset)} of {len(models)}; {outside_subset} point(s) that use another solver (or name none) "
                        "are left out, and the oracle is recomputed on the chosen solvers"
                        + ("." if oracle_row else " — except that their singles wrote no item-level outcomes, so no oracle is drawn."))
