@@ -152,6 +152,7 @@ def show_chart(fig: Any, key: str, name: str) -> None:
 class Settings:
     intervals: Any  # evaluation.intervals of params.yaml: the compare page's bootstrap
     ui_url: str  # tracking.ui_url: where MLflow run links point
+    tracking: bool = True  # tracking.enabled: false hides the MLflow section (no store to link to)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -164,9 +165,9 @@ def settings(root: str, stamp: str) -> Settings:
 
     try:
         params = load_params(Path(root) / "params.yaml")
-        return Settings(params.evaluation.intervals, params.tracking.ui_url)
+        return Settings(params.evaluation.intervals, params.tracking.ui_url, params.tracking.enabled)
     except (ConfigError, OSError):
-        return Settings(IntervalParams(), TrackingParams().ui_url)
+        return Settings(IntervalParams(), TrackingParams().ui_url, TrackingParams().enabled)
 
 
 # ---------------------------------------------------------------------------------------------

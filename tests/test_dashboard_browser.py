@@ -216,6 +216,33 @@ def test_links_open_the_point_and_seed_they_name(server: str, synthetic_root: Pa
             browser.close()
 
 
+def test_frontier_solver_subset_and_breakdown_in_chromium(server: str) -> None:
+    """A solver subset from the URL draws only points within it, readably, and the breakdown renders."""
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        try:
+            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
+        except sync_api.Error as e:
+            pytest.skip(f"Playwright cannot drive {executable}: {e}")
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            page.goto(f"{server}/?{urlencode([('models', 'A'), ('models', 'B')])}", wait_until="domcontentloaded")
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            settle(page)
+            assert page.locator("[data-testid='stException']").count() == 0
+            legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
+            assert {"always-A", "always-B"} <= legend and "always-C" not in legend, legend
+            assert "Solvers: 2 of 3" in page.locator("body").inner_text()
+            assert_readable_frontier(page)
+            page.goto(f"{server}/?{urlencode({'slice_points': f'{STUDY}/dqn_map', 'slice_by': 'difficulty'})}", wait_until="domcontentloaded")
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            settle(page)
+            assert "Per difficulty: each point on that slice's items alone" in page.locator("body").inner_text()
+        finally:
+            browser.close()
+
+
 def test_frontier_with_chromium_command_line(server: str) -> None:
     """The same check without Playwright: Chromium's own --dump-dom and --screenshot."""
     executable = chromium_path()

@@ -412,3 +412,41 @@ def test_downloads_say_what_they_are(app, synthetic_project: Path) -> None:  # n
     name = download_name(Project(synthetic_project, ""), "disagreements", {"A": f"{STUDY}/dqn_map · test", "B": None})
     assert name.startswith(f"{synthetic_project.name}_disagreements_A-{STUDY}_dqn_map") and name.endswith(".csv")
     assert "None" not in " ".join(str(v) for v in frame(at, "disagreements_table").drop(columns=["follow A", "follow B"]).to_numpy().ravel())
+
+
+def test_compare_hides_mlflow_when_tracking_is_off(synthetic_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """tracking.enabled false: no MLflow section, no caption pointing at a UI that has no store."""
+    import shutil
+
+    import yaml
+
+    params = yaml.safe_load((Path(APP).parents[1] / "params.yaml").read_text())
+    for enabled in (True, False):
+        root = tmp_path / f"tracking_{enabled}"  # one root each: the settings are cached per project
+        shutil.copytree(synthetic_project, root)
+        params["tracking"]["enabled"] = enabled
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        monkeypatch.setenv("DLAB_ROOT", str(root))
+        at = open_page(AppTest.from_file(APP, default_timeout=60), "compare")
+        shown = [h.value for h in at.subheader] + [c.value for c in at.caption]
+        assert any("MLflow" in s for s in shown) is enabled, shown
+
+
+def test_frontier_breaks_chosen_points_down_by_domain_and_difficulty(app, synthetic_project: Path) -> None:  # noqa: F811
+    """The frontier's breakdown equals the per-slice means DuckDB gives, each inside its bootstrap interval."""
+    at = open_page(app, "frontier")
+    widget(at.multiselect, "Points to break down").set_value([f"{STUDY}/dqn_map", f"{STUDY}/random"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    by_domain = frame(at, "frontier_slices_table")
+    assert set(by_domain["domain"]) == {"arith"} and set(by_domain["point"]) == {f"{STUDY}/dqn_map", f"{STUDY}/random"}
+    widget(at.radio, "Slice by").set_value("difficulty").run()
+    shown = frame(at, "frontier_slices_table").set_index(["point", "difficulty"])
+    direct = sql(synthetic_project, """
+        SELECT o.method, i.difficulty, count(DISTINCT o.item_id) AS n, avg(correct) AS acc, avg(cost_usd) AS cost
+        FROM outcomes o JOIN items i USING (item_id) WHERE study = $s AND o.split = 'test' GROUP BY ALL""", s=STUDY)
+    assert len(direct) == len(shown)
+    for method, level, n, acc, cost in direct.iter_rows():
+        row = shown.loc[(f"{STUDY}/{method}", str(level))]
+        assert row["items"] == n and row["accuracy"] == pytest.approx(100 * acc) and row["cost (USD/item)"] == pytest.approx(cost)
+        assert row["accuracy low"] <= row["accuracy"] <= row["accuracy high"]
+        assert row["cost low"] <= row["cost (USD/item)"] <= row["cost high"]

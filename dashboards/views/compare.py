@@ -117,10 +117,11 @@ st.dataframe(readable(table, links=("follow A", "follow B")), hide_index=True, w
              column_config={"follow A": st.column_config.LinkColumn(display_text="A's steps"),
                             "follow B": st.column_config.LinkColumn(display_text="B's steps")})
 
-st.subheader("MLflow runs")
-ui_url = settings(*p.key).ui_url
-for side, who in (("A", a), ("B", b)):
-    runs = p.query("point_runs", study=who["study"], method=who["method"], operating_point=who["operating_point"], split=who["split"])
-    links = ", ".join(f"[{r[:8]}]({queries.mlflow_run_url(ui_url, r)})" for r in runs) or "(no run id recorded)"
-    st.markdown(f"**{side}** `{label(who)}`: {links}")
-st.caption(f"Links open the MLflow UI at `{ui_url}` (params `tracking.ui_url`; start it with `mlflow ui`).")
+tracking = settings(*p.key)
+if tracking.tracking:  # tracking.enabled false: no MLflow store, so no section and no caption pointing at one
+    st.subheader("MLflow runs")
+    for side, who in (("A", a), ("B", b)):
+        runs = p.query("point_runs", study=who["study"], method=who["method"], operating_point=who["operating_point"], split=who["split"])
+        links = ", ".join(f"[{r[:8]}]({queries.mlflow_run_url(tracking.ui_url, r)})" for r in runs) or "(no run id recorded)"
+        st.markdown(f"**{side}** `{label(who)}`: {links}")
+    st.caption(f"Links open the MLflow UI at `{tracking.ui_url}` (params `tracking.ui_url`; start it with `mlflow ui`).")

@@ -4,9 +4,19 @@ shown, the oracle, a method picker that highlights, and a budget slider (best me
 import polars as pl
 import streamlit as st
 
-from dashboards import charts, frontier_chart, links, queries
+from dashboards import charts, frontier_chart, links, queries, slices, solver_subset
 from dashboards import frontier_points as fp
-from dashboards.cached import download_csv, frontier_summary, keep_in_url, no_results, project, readable, show_chart, url_choice
+from dashboards.cached import (
+    download_csv,
+    frontier_summary,
+    keep_in_url,
+    no_results,
+    project,
+    readable,
+    settings,
+    show_chart,
+    url_choice,
+)
 
 p = project()
 title_slot = st.empty()  # the title names the dataset and split chosen below
@@ -39,6 +49,35 @@ studies = c4.multiselect("Study", here["study"], key="studies")
 
 points = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
                  solver_sets=solver_sets, studies=studies)
+pool = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
+               solver_sets=here["solver_set"], studies=here["study"])
+models = solver_subset.solvers(pool)
+subset_note = ""
+if models:  # the solvers taking part: singles, points within them, the oracle recomputed on them
+    default_models = solver_subset.default_subset(pool)
+    url_choice("models", models, default_models, multi=True)
+    subset = st.multiselect(
+        f"Solvers taking part ({len(models)})", models, key="models",
+        help="Singles of these solvers, the cascades, routers and study points whose solver set lies within them, and "
+             "the oracle recomputed on them from the singles' item-level outcomes. "
+             + (f"Default with more than {solver_subset.MANY} solvers: the singles' Pareto set and the best single."
+                if len(models) > solver_subset.MANY else "Default: every solver."))
+    keep_in_url(models=subset if sorted(subset) != sorted(default_models) else None)
+    if not subset:
+        st.warning("Pick at least one solver.")
+        st.stop()
+    if set(subset) != set(models):
+        method_of = {r["solver_set"]: r for r in pool.filter(pl.col("kind") == "single").iter_rows(named=True)}
+        chosen_rows = {s: p.query("point_outcomes", study=method_of[s]["study"], method=method_of[s]["method"],
+                                  operating_point=method_of[s]["operating_point"], split=split) for s in subset}
+        oracle_row = solver_subset.subset_oracle(chosen_rows, settings(*p.key).intervals)
+        is_oracle = (pl.col("kind") == "oracle") & (pl.col("study") == "baselines")
+        template = points.filter(is_oracle)  # empty when the Study filter leaves the baselines out: no oracle then
+        points = queries.with_pareto(solver_subset.with_oracle(solver_subset.within(points, subset), template, oracle_row))
+        outside_subset = pool.height - solver_subset.within(pool, subset).height - pool.filter(is_oracle).height
+        subset_note = (f" Solvers: {len(subset)} of {len(models)}; {outside_subset} point(s) that use another solver (or name none) "
+                       "are left out, and the oracle is recomputed on the chosen solvers"
+                       + ("." if oracle_row else " — except that their singles wrote no item-level outcomes, so no oracle is drawn."))
 every, study_oracles = queries.chart_points(points)
 labels = sorted({charts.point_label(s, m) for s, m in every.filter(pl.col("kind") != "mixture").select("study", "method").iter_rows()})
 c5, c6, c7 = st.columns([3, 2, 1])
@@ -93,6 +132,7 @@ st.caption(
     + (f" {figure.layout.meta['labels_left_out']} label(s) left out where they would overlap (hover names every point)."
        if figure.layout.meta["labels_left_out"] else "")
     + (f" {zero_cost} point(s) with zero cost cannot be drawn on the log axis." if zero_cost else "")
+    + subset_note
     + (f" Not drawn: {study_oracles.height} study oracle point(s) "
        f"({', '.join(sorted(set(study_oracles['study'] + '/' + study_oracles['method'])))}), the same upper bound." if study_oracles.height else "")
 )
@@ -119,6 +159,56 @@ if budget is not None:
                         "so these items do not tell them apart:")
             st.dataframe(tied.with_columns(pl.col("accuracy").map_elements(lambda v: f"{v:.2%}", return_dtype=pl.String)),
                          hide_index=True, key="tied_table", height=min(36 * (tied.height + 1) + 3, 250))
+
+# ---------------------------------------------------------------------------------------------
+st.subheader("By domain and difficulty")
+scored = p.query("outcome_points").filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+scored_keys = {(s, m, op) for s, m, op in scored.select("study", "method", "operating_point").iter_rows()}
+
+
+def point_name(row: dict) -> str:
+    op = "" if row["operating_point"] == "default" else f" @ {row['operating_point']}"
+    return charts.point_label(row["study"], row["method"]) + op
+
+
+candidates = {point_name(r): r for r in drawn.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).iter_rows(named=True)
+              if (r["study"], r["method"], r["operating_point"]) in scored_keys}
+if not candidates:
+    st.caption(f"No point shown has item-level outcomes on `{dataset}` ({split}): nothing to break down.")
+else:
+    # default: each highlighted method's most accurate point shown, else the budget's winner and the best single
+    picked = [next(n for n, r in candidates.items() if charts.point_label(r["study"], r["method"]) == h)
+              for h in highlight if any(charts.point_label(r["study"], r["method"]) == h for r in candidates.values())]
+    if not picked:
+        winner = queries.best_under_budget(drawn, budget) if budget is not None else None
+        singles = [n for n, r in candidates.items() if r["kind"] == "single"]
+        picked = ([point_name(winner)] if winner and point_name(winner) in candidates else []) + singles[:1]
+    url_choice("slice_points", list(candidates), list(dict.fromkeys(picked)), multi=True)
+    s1, s2 = st.columns([3, 1])
+    chosen = s1.multiselect("Points to break down", list(candidates), key="slice_points",
+                            help="Points shown above with item-level outcomes (results/outcomes/*.parquet); default: the "
+                                 "highlighted methods' best points, else the budget's winner and the most accurate single.")
+    url_choice("slice_by", ["domain", "difficulty"], "domain")
+    by = s2.radio("Slice by", ["domain", "difficulty"], key="slice_by", horizontal=True)
+    keep_in_url(slice_points=chosen if chosen != list(dict.fromkeys(picked)) else None, slice_by=None if by == "domain" else by)
+    got = {n: p.query("point_outcomes", study=candidates[n]["study"], method=candidates[n]["method"],
+                      operating_point=candidates[n]["operating_point"], split=split) for n in chosen}
+    ids = sorted({i for rows in got.values() for i in rows["item_id"].to_list()})
+    meta = p.query("item_slices", item_ids=ids) if ids else pl.DataFrame()
+    intervals = settings(*p.key).intervals
+    table = slices.point_slices(got, meta, by, intervals) if meta.height else pl.DataFrame()
+    if table.is_empty():
+        st.caption("Pick a point; data/items has no domain or difficulty for its items." if chosen else "Pick a point to break it down.")
+    else:
+        st.caption(f"Per {by}: each point on that slice's items alone (those every seed of the point scored), with the "
+                   f"item-level bootstrap ({intervals.resamples:,} resamples, {intervals.confidence:.0%} intervals, "
+                   "`low` – `high`, as on the chart); a slice of few items has a wide interval.")
+        pct = st.column_config.NumberColumn(format="%.2f%%")
+        acc_cols = ["accuracy", "accuracy low", "accuracy high"]
+        st.dataframe(table.with_columns(pl.col(acc_cols) * 100), hide_index=True, width="stretch", key="frontier_slices_table",
+                     column_config={**{c: pct for c in acc_cols},
+                                    **{c: st.column_config.NumberColumn(format="$%.4g") for c in ("cost (USD/item)", "cost low", "cost high")}})
+        download_csv(p, table, "frontier_breakdown", {"dataset": dataset, "by": by, "points": chosen}, key="slices_download")
 
 # ---------------------------------------------------------------------------------------------
 if summary and dataset == main_dataset:
