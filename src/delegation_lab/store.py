@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 
 from delegation_lab.errors import InputError
 from delegation_lab.layout import Layout
@@ -129,6 +130,13 @@ def _quote(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def _tables_with_columns(folder: Path, pattern: str) -> list[Path]:
+    """The folder's Parquet files that have columns: a skipped study writes its tables without any
+    (stage_skip), and DuckDB refuses a view over a file with no column."""
+    files = sorted(folder.glob(pattern)) if folder.is_dir() else []
+    return [f for f in files if pq.read_schema(f).names]
+
+
 def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with views items, answers, labels, ability_map, trajectories, summaries,
     frontier, credit over the Parquet files; a missing table is an empty view with its schema.
@@ -137,9 +145,14 @@ def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
     of `delegation_lab.sealed_query`, which no statement can make touch a file."""
     con = duckdb.connect(":memory:")
     for name, (folder, pattern, schema, hive) in view_layout(layout.root.resolve()).items():
-        if folder.is_dir() and any(folder.glob(pattern)):
-            options = ", hive_partitioning = true, hive_types = {'seed': BIGINT}" if hive else ", union_by_name = true"
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_quote(folder / pattern)}{options})")
-        else:
-            empty_view(con, name, schema)
+        if hive:
+            if folder.is_dir() and any(folder.glob(pattern)):
+                options = ", hive_partitioning = true, hive_types = {'seed': BIGINT}"
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_quote(folder / pattern)}{options})")
+                continue
+        elif files := _tables_with_columns(folder, pattern):
+            listed = ", ".join(_quote(f) for f in files)
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listed}], union_by_name = true)")
+            continue
+        empty_view(con, name, schema)
     return con
