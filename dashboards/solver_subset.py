@@ -12,6 +12,7 @@ import polars as pl
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap
 from delegation_lab.frontier import pareto_mask
+from delegation_lab.frontier_baselines import oracle_items
 
 MANY = 8  # more solvers than this: the default subset is the singles' Pareto set and the best single
 
@@ -43,7 +44,7 @@ def within(points: pl.DataFrame, subset: list[str]) -> pl.DataFrame:
 
 def subset_oracle(singles: dict[str, pl.DataFrame], intervals: IntervalParams) -> dict | None:
     """The oracle over the chosen solvers (name -> the single's outcomes: seed, item_id, correct,
-    cost_usd), defined as the frontier stage's (frontier_baselines): per item, correct when any
+    cost_usd), computed by the frontier stage's own `oracle_items`: per item, correct when any
     chosen solver is, at the cheapest correct one's cost (the cheapest cost when none is), on the
     items every chosen single scored; with its item-bootstrap intervals. None without outcomes."""
     if not singles or any(rows.is_empty() for rows in singles.values()):
@@ -59,8 +60,7 @@ def subset_oracle(singles: dict[str, pl.DataFrame], intervals: IntervalParams) -
     n = len(singles)
     correct = wide.select([f"c{k}" for k in range(n)]).to_numpy() >= 0.5  # singles are deterministic: 0 or 1
     cost = wide.select([f"k{k}" for k in range(n)]).to_numpy().astype(float)
-    any_right = correct.any(axis=1)
-    oracle_cost = np.where(any_right, np.where(correct, cost, np.inf).min(axis=1), cost.min(axis=1))
+    any_right, oracle_cost = oracle_items(correct, cost)
     boot = ItemBootstrap(wide.height, intervals.resamples, intervals.confidence, intervals.seed)
     (a_lo, a_hi), (c_lo, c_hi) = boot.interval(any_right * 1.0), boot.interval(oracle_cost)
     return {"accuracy": float(any_right.mean()), "cost_per_item_usd": float(oracle_cost.mean()),

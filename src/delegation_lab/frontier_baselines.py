@@ -164,12 +164,19 @@ def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Veri
             c, cst, calls = run.final[k], run.cost[k], run.calls[k]
             pts.append(Point(baseline_row("cascade:" + ">".join(names), "cascade", c.mean(), cst.mean(), calls.mean(), names, name, seed=seed),
                              c[None] * 1.0, cst[None]))
-    any_right = m.correct.any(axis=1)
-    cheapest_right = np.where(m.correct, m.cost, np.inf).min(axis=1)
-    oracle_cost = np.where(any_right, cheapest_right, m.cost.min(axis=1))
+    any_right, oracle_cost = oracle_items(m.correct, m.cost)
     pts.append(Point(baseline_row("oracle", "oracle", any_right.mean(), oracle_cost.mean(), 1.0, m.solvers, "oracle"),
                      any_right[None] * 1.0, oracle_cost[None]))
     return Baselines(pts, choice.report)
+
+
+def oracle_items(correct: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The oracle per item over (items x solvers) tables: correct when any solver is, at the cheapest
+    correct solver's cost (the cheapest cost when none is). The stage and the dashboard's solver
+    subsets both call it."""
+    any_right = correct.any(axis=1)
+    cheapest_right = np.where(correct, cost, np.inf).min(axis=1)
+    return any_right, np.where(any_right, cheapest_right, cost.min(axis=1))
 
 
 def baseline_points(m: SolverMatrix, params: FrontierParams, verifier: Verifier = DEFAULT_VERIFIER,
