@@ -188,8 +188,9 @@ class LimitsParams(ParamsModel):
     """Most memory any study's params may need (`8GiB`, `512MiB`, ...): coordinator, market, credit,
     redref, margent, routers, frontier and the evaluation intervals are each estimated from the keys
     that size them (seeds, episodes, rounds, iterations, resamples, items; docs/scaling.md) and refused
-    above it, naming the keys and the estimate, before any array is allocated (the committed params
-    params.yaml needs at most ~5.6 GiB, the market study). history_game has its own bound, `history_game.iql.max_memory`."""
+    above it, naming the keys and the estimate, before any array is allocated (the committed
+    params.yaml: ~5.6 GiB at most, the market study). history_game has its own bound,
+    `history_game.iql.max_memory`."""
     max_work: int = Field(100_000_000_000, ge=1)
     """Most work units any study's params may ask for (lane steps, rollout samples x epochs, item x
     resample cells, ...: docs/scaling.md), so that a seeds or episodes count off by orders of magnitude

@@ -225,7 +225,7 @@ def routers(params: Params) -> Estimate:
     parts = {"decisions": p.seeds * points * items * n * 8 * 2, "features": items * 512 * 4}
     work = p.seeds * epochs * items * n + params.portfolio.router_folds * items * n
     sizes = {"routers.seeds": p.seeds, "routers.epochs (sum)": epochs, "portfolio.router_folds": params.portfolio.router_folds,
-             "items": items}
+             "largest data.*_size": items}
     return Estimate("routers", sizes, parts, work, "item-epochs")
 
 
@@ -237,7 +237,8 @@ def frontier(params: Params) -> Estimate:
     items, n = _items(params), len(params.solvers)
     points = f.mixture_points * n * n + f.cascade.seeds * n * n + len(f.cpt_levels) + n
     parts = {"bootstrap": r * items * BOOTSTRAP_BYTES, "points": r * points * 8 * 4}
-    sizes = {"evaluation.intervals.resamples": r, "items": items, "frontier points": points}
+    sizes = {"evaluation.intervals.resamples": r, "largest data.*_size": items, "frontier.mixture_points": f.mixture_points,
+             "frontier.cascade.seeds": f.cascade.seeds, "solvers": n}
     return Estimate("frontier", sizes, parts, r * items * points, "resample-item-points")
 
 
@@ -245,7 +246,7 @@ def evaluation(params: Params) -> Estimate:
     """`evaluation.statistics.ItemBootstrap`: resamples x items int64 draws counted into float64 weights,
     for the largest split every study's intervals are drawn on."""
     r, items = params.evaluation.intervals.resamples, _items(params)
-    return Estimate("evaluation", {"evaluation.intervals.resamples": r, "items": items},
+    return Estimate("evaluation", {"evaluation.intervals.resamples": r, "largest data.*_size": items},
                     {"bootstrap": r * items * BOOTSTRAP_BYTES}, r * items, "resample-items")
 
 
