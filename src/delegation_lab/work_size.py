@@ -97,6 +97,12 @@ def _items(params: Params) -> int:
     return max(d.ability_size or 0, d.train_size or 0, d.test_size or 0)
 
 
+def _scored_items(params: Params) -> int:
+    """Items intervals are drawn on: the test split, or `frontier.split` where that is larger."""
+    d = params.data
+    return max(d.test_size or 0, getattr(d, f"{params.frontier.split}_size") or 0)
+
+
 def coordinator(params: Params) -> Estimate:
     """Lanes (seeds x methods per environment, the sweep's seeds x weights) each step through
     episodes x packet_size x max_attempts steps at most; recorded lanes keep every step
@@ -234,19 +240,19 @@ def frontier(params: Params) -> Estimate:
     pair of solvers at mixture_points, the cascade seeds' cascades, the CPT levels), a value per
     resample; work = resamples x items x points."""
     f, r = params.frontier, params.evaluation.intervals.resamples
-    items, n = _items(params), len(params.solvers)
+    items, n = _scored_items(params), len(params.solvers)
     points = f.mixture_points * n * n + f.cascade.seeds * n * n + len(f.cpt_levels) + n
     parts = {"bootstrap": r * items * BOOTSTRAP_BYTES, "points": r * points * 8 * 4}
-    sizes = {"evaluation.intervals.resamples": r, "largest data.*_size": items, "frontier.mixture_points": f.mixture_points,
+    sizes = {"evaluation.intervals.resamples": r, "scored items": items, "frontier.mixture_points": f.mixture_points,
              "frontier.cascade.seeds": f.cascade.seeds, "solvers": n}
     return Estimate("frontier", sizes, parts, r * items * points, "resample-item-points")
 
 
 def evaluation(params: Params) -> Estimate:
     """`evaluation.statistics.ItemBootstrap`: resamples x items int64 draws counted into float64 weights,
-    for the largest split every study's intervals are drawn on."""
-    r, items = params.evaluation.intervals.resamples, _items(params)
-    return Estimate("evaluation", {"evaluation.intervals.resamples": r, "largest data.*_size": items},
+    for the test split (or frontier.split) every study's intervals are drawn on."""
+    r, items = params.evaluation.intervals.resamples, _scored_items(params)
+    return Estimate("evaluation", {"evaluation.intervals.resamples": r, "scored items": items},
                     {"bootstrap": r * items * BOOTSTRAP_BYTES}, r * items, "resample-items")
 
 
