@@ -124,3 +124,27 @@ def test_the_bootstrap_estimate_matches_its_measured_peak():
     measured = (peak - base) * 1024**2
     estimate = n * r * work_size.BOOTSTRAP_BYTES
     assert 0.7 * estimate < measured < 1.3 * estimate, (measured / 1024**2, estimate / 1024**2)
+
+
+def test_the_step_record_price_matches_its_measured_peak():
+    """Coordinator's per-lane-step price (STEP_RECORD_BYTES) against tracemalloc's peak of a
+    `StepRecord` filled and read lane-major, as the trajectory writer reads it."""
+    import tracemalloc
+
+    import numpy as np
+
+    from delegation_lab.coordinator.envs import StepRecord
+
+    lanes, steps = 16, 4 * StepRecord.chunk  # whole chunks: a run's last partial chunk is noise at study sizes
+    values = {k: np.ones(lanes, dtype=d) for k, d in StepRecord.DTYPES.items()}
+    tracemalloc.start()
+    try:
+        record = StepRecord(lanes)
+        for _ in range(steps):
+            record.add(**values)
+        record.lane(0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per_step = peak / (lanes * steps)
+    assert 0.8 * work_size.STEP_RECORD_BYTES < per_step <= work_size.STEP_RECORD_BYTES, per_step

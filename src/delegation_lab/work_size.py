@@ -9,8 +9,9 @@ one item in one bootstrap resample, ...). A bound, not a prediction: each estima
 and rows the study keeps at its largest (every item using all its attempts, every study's rows held
 together) and prices each kind of row by a measured or counted size:
 
-  STEP_RECORD_BYTES  one lane-step of coordinator's `StepRecord` (14 columns: 48 B) plus its
-                     per-episode stats share                                            64 B
+  STEP_RECORD_BYTES  one lane-step of coordinator's `StepRecord` (14 columns, 44 B) and of the
+                     lane-major copy its first `lane()` call makes (measured with
+                     tracemalloc in tests/test_work_size.py: 93 B)                      96 B
   ROW_BYTES          one trajectory / result row once written as a polars frame (measured for
                      history_game's rows, `games.limits.TRAJECTORY_ROW_BYTES`)        800 B
   BOOTSTRAP_BYTES    one (resample, item) cell of `evaluation.statistics.ItemBootstrap` while it
@@ -33,7 +34,7 @@ from delegation_lab.games.limits import TRAJECTORY_ROW_BYTES, fmt_bytes, parse_s
 if TYPE_CHECKING:  # config imports this module
     from delegation_lab.config import Params
 
-STEP_RECORD_BYTES = 64
+STEP_RECORD_BYTES = 96
 ROW_BYTES = TRAJECTORY_ROW_BYTES
 BOOTSTRAP_BYTES = 24
 RUNTIME_BYTES = 300 * 1024**2
