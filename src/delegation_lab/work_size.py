@@ -76,8 +76,7 @@ def _estimate(name: str, params: Params) -> Estimate:
         return est
     except OverflowError:
         section = getattr(params, name)
-        sizes = {k: v for k, v in _sizes_of(section, name).items()}
-        return Estimate(name, sizes, {"arrays": math.inf}, math.inf)
+        return Estimate(name, _sizes_of(section, name), {"arrays": math.inf}, math.inf)
 
 
 def _sizes_of(section: Any, prefix: str) -> dict[str, Any]:
