@@ -21,7 +21,9 @@ from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.margent.params import MargentParams
 from delegation_lab.market.params import MarketParams
+from delegation_lab import work_size
 from delegation_lab.errors import short_repr
+from delegation_lab.games.limits import parse_size
 from delegation_lab.params_model import ConfigError, ParamsModel, YAMLRefused, dotted, load_yaml
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.routers.params import RoutersParams
@@ -179,6 +181,28 @@ class PortfolioParams(ParamsModel):
     items; on `frontier.split` the router is fitted on the whole `select_split`."""
 
 
+class LimitsParams(ParamsModel):
+    """Bounds on what params may ask of the studies, checked when params load (`work_size`)."""
+
+    max_memory: str = "8GiB"
+    """Most memory any study's params may need (`8GiB`, `512MiB`, ...): coordinator, market, credit,
+    redref, margent, routers, frontier and the evaluation intervals are each estimated from the keys
+    that size them (seeds, episodes, rounds, iterations, resamples, items; docs/scaling.md) and refused
+    above it, naming the keys and the estimate, before any array is allocated (the committed
+    params.yaml: ~5.6 GiB at most, the market study). history_game has its own bound,
+    `history_game.iql.max_memory`."""
+    max_work: int = Field(100_000_000_000, ge=1)
+    """Most work units any study's params may ask for (lane steps, rollout samples x epochs, item x
+    resample cells, ...: docs/scaling.md), so that a seeds or episodes count off by orders of magnitude
+    is refused instead of running for days."""
+
+    @field_validator("max_memory")
+    @classmethod
+    def _size(cls, text: str) -> str:
+        parse_size(text)  # InputError is a ValueError: pydantic names the key
+        return text
+
+
 # --------------------------------------------------------------------------------------------
 # root
 
@@ -219,6 +243,8 @@ class Params(ParamsModel):
     routers: RoutersParams = RoutersParams()
     """The field's standard routers: kNN, MLP, MF, cluster, threshold, learned cascade (stage `routers`),
     routing among every solver in `solvers`, however many (no count is refused)."""
+    limits: LimitsParams = LimitsParams()
+    """Memory and work bounds every study's params are checked against when they load (docs/scaling.md)."""
 
     @field_validator("solvers")
     @classmethod
@@ -235,6 +261,14 @@ class Params(ParamsModel):
         if self.portfolio.select_split == self.frontier.split:
             raise ValueError(f"portfolio.select_split {self.frontier.split!r} is frontier.split too: portfolios chosen on the "
                              "items they are reported on look better than they are; set portfolio.select_split to another split")
+        return self
+
+    @model_validator(mode="after")
+    def _work_fits(self) -> Params:
+        """Every study's size against `limits` (one line each), before any stage allocates it."""
+        problems = work_size.problems(self)
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @model_validator(mode="after")
