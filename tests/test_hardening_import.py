@@ -188,3 +188,14 @@ def test_peak_memory_of_a_refused_import_stays_near_a_small_one(tmp_path):
     big_mib, rc, err = peak_rss_mib(dlab_import(big), env)
     assert rc == 1 and "over the budget of 0.05 GB" in err, err
     assert big_mib < base_mib + 16, (base_mib, big_mib)
+
+
+def test_a_dataset_file_with_a_non_utf8_byte_names_file_and_line(tmp_path):
+    """The data stage's JSON-lines reader (GSM8K, AQuA-RAT folders): one clear error, not a
+    UnicodeDecodeError traceback."""
+    from delegation_lab.data.sources import DataError, read_jsonl
+
+    path = tmp_path / "test.jsonl"
+    path.write_bytes(b'{"question": "1+1", "answer": "#### 2"}\n{"question": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=r"test\.jsonl: line 2: not UTF-8 text"):
+        read_jsonl(path)

@@ -33,3 +33,13 @@ def short_repr(value: Any, width: int = 80) -> str:
     except ValueError:  # an int past Python's 4,300-digit conversion limit
         text = f"<{type(value).__name__}>"
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def decode_utf8(raw: bytes, path: Any, error: type[InputError] = InputError) -> str:
+    """`raw` (the bytes of `path`) as UTF-8 text; a bad byte fails as `error`, naming the file, the
+    line and the byte offset (Python's own UnicodeDecodeError names neither file nor line)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise error(f"{path}: line {line}: not UTF-8 text (byte {e.start}: {e.reason})") from None

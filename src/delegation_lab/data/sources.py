@@ -15,7 +15,7 @@ import polars as pl
 
 from delegation_lab.data.items import Item, make_item_id, require_every_split, take_splits
 from delegation_lab.data.params import AquaRatParams, DataParams, Gsm8kParams, TableParams
-from delegation_lab.errors import InputError
+from delegation_lab.errors import InputError, decode_utf8
 from delegation_lab.parsing import normalise_number, parse_gsm8k_gold
 
 
@@ -27,7 +27,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """JSON lines (blank lines skipped). A file holding one JSON array is accepted too."""
     if not path.exists():
         raise DataError(f"{path}: file not found")
-    text = path.read_text(encoding="utf-8")
+    text = decode_utf8(path.read_bytes(), path, DataError)
     if text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
