@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from delegation_lab.errors import InputError
@@ -134,7 +135,14 @@ def _tables_with_columns(folder: Path, pattern: str) -> list[Path]:
     """The folder's Parquet files that have columns: a skipped study writes its tables without any
     (stage_skip), and DuckDB refuses a view over a file with no column."""
     files = sorted(folder.glob(pattern)) if folder.is_dir() else []
-    return [f for f in files if pq.read_schema(f).names]
+    return [f for f in files if _has_columns(f)]
+
+
+def _has_columns(path: Path) -> bool:
+    try:
+        return bool(pq.read_schema(path).names)
+    except (pa.ArrowException, OSError):
+        return True  # unreadable: DuckDB's read then fails with its own clear error, as it did before
 
 
 def connect(layout: Layout) -> duckdb.DuckDBPyConnection:
