@@ -432,6 +432,27 @@ def test_studies_page_buckets_episodes(app, synthetic_project: Path) -> None:
     assert row["accuracy_mean"] == pytest.approx(direct)
 
 
+def test_studies_page_smoothing_draws_the_smoothed_curve_and_keeps_the_raw_table(app) -> None:
+    import json
+
+    import numpy as np
+
+    from dashboards.smoothing import debiased_ema
+
+    at = open_page(app, "studies")
+    widget(at.selectbox, "Study").set_value(STUDY).run()
+    widget(at.number_input, "Episodes per point").set_value(1).run()
+    raw = frame(at, "curves_table")
+    widget(at.slider, "Smoothing").set_value(0.8).run()
+    assert not at.exception
+    assert frame(at, "curves_table").equals(raw)  # the table stays raw
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    drawn = next(t for t in figure["data"] if t.get("name") == "dqn_map" and t.get("mode") == "lines"
+                 and "customdata" in t)  # the mean line of the first panel (return)
+    expected = debiased_ema(raw[raw["method"] == "dqn_map"].sort_values("episode")["return_mean"].to_numpy(), 0.8)
+    assert np.allclose(drawn["y"], expected)
+
+
 def test_studies_page_with_summaries_only(app, synthetic_project: Path) -> None:
     at = open_page(app, "studies")
     assert widget(at.selectbox, "Study").options == sorted([CROWD, ENV_STUDY, GAME, STUDY, SUMMARY_ONLY])

@@ -1,9 +1,11 @@
-"""Studies: learning curves per method (mean over seeds with a ± 1 std band), the executor mix over
-training, the study's summary rows, and the per-agent Shapley credit of its replayed trajectories."""
+"""Studies: learning curves per method (mean over seeds with a ± 1 std band, optionally smoothed as
+in TensorBoard), the executor mix over training, the study's summary rows, and the per-agent
+Shapley credit of its replayed trajectories."""
 
 import streamlit as st
 
 from dashboards import charts, queries
+from dashboards.smoothing import smooth_curves
 from dashboards import method_groups as mg
 from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, show_chart, url_choice
 
@@ -64,12 +66,17 @@ if splits:
         curves = p.query("learning_curves", study=study, split=split, bucket=int(bucket), methods=shown_methods)
 if splits and curves is not None:
     st.subheader("Learning curves")
+    smoothing = st.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="smoothing",
+                          help="TensorBoard's: a debiased exponential moving average of each curve and its band "
+                               "(0 = raw). The data table below keeps the raw values.")
     present = {name for name, _, _ in charts.curve_panels(curves)}
     missing = [name for name, _, _ in charts.CURVE_PANELS if name not in present] if curves.height else []
     st.caption(f"{n_episodes} episodes on `{split}`; line = mean over seeds, band = ± 1 std over seeds, clipped to what "
                "is possible (accuracy in [0, 1], cost ≥ 0)."
+               + (f" Smoothed (weight {smoothing:.2f})." if smoothing else "")
                + (f" No panel for {', '.join(missing)}: this study's steps do not record it." if missing else ""))
-    show_chart(charts.learning_curve_figure(curves), "curves_chart", f"{study}_{split}_learning_curves")
+    show_chart(charts.learning_curve_figure(smooth_curves(curves, smoothing)), "curves_chart",
+               f"{study}_{split}_learning_curves")
     with st.expander("Learning-curve data"):
         st.dataframe(curves, hide_index=True, width="stretch", key="curves_table")
 
