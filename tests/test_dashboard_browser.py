@@ -261,10 +261,16 @@ def test_frontier_with_chromium_command_line(server: str) -> None:
         assert f'data-unformatted="{name}"' in html, f"legend entry {name!r} missing"
     assert 'data-testid="stException"' not in html
 
+    # The screenshot is a separate page load: the chart that rendered within a budget for the DOM dump
+    # may not have rendered yet in this one (seen on an idle machine), so longer budgets get a try too.
     shot = ARTIFACTS / "dashboard_frontier_cli.png"
-    shot.unlink(missing_ok=True)
-    run = subprocess.run([*base, f"--screenshot={shot}", f"{server}/"], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    for budget in (budget, 45_000, 90_000):
+        shot.unlink(missing_ok=True)
+        base = [executable, *CHROMIUM_FLAGS, f"--virtual-time-budget={budget}", "--window-size=1400,1400"]
+        run = subprocess.run([*base, f"--screenshot={shot}", f"{server}/"], capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+        if shot.stat().st_size > 20_000:
+            break
     assert_nontrivial_png(shot)
 
 

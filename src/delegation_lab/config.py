@@ -264,14 +264,6 @@ class Params(ParamsModel):
         return self
 
     @model_validator(mode="after")
-    def _work_fits(self) -> Params:
-        """Every study's size against `limits` (one line each), before any stage allocates it."""
-        problems = work_size.problems(self)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
-
-    @model_validator(mode="after")
     def _solver_sets(self) -> Params:
         """Every study's solver subset against `solvers`, and the limits the methods need (one line each)."""
         solvers = list(self.solvers)
@@ -286,6 +278,15 @@ class Params(ParamsModel):
             for key in ("strong", "weak"):
                 name = getattr(self.routers.threshold, key)
                 problems += subset_problems(f"routers.threshold.{key}", None if name is None else [name], solvers, least=1)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _work_fits(self) -> Params:
+        """Every study's size against `limits` (one line each), before any stage allocates it; after the
+        solver-set checks (pydantic runs these in order), which a size of an impossible set would hide."""
+        problems = work_size.problems(self)
         if problems:
             raise ValueError("\n".join(problems))
         return self
