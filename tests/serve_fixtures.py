@@ -228,3 +228,43 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def serve_with_gold(root: Path, fake: FakeBackend, questions: list[str], drain: bool = False) -> list[str]:
+    """`dlab serve --model solver:fake` on `root`: each question asked once through the openai client
+    with a `metadata.gold`, a third of them wrong (-1); then the server and the fake backend stop, so
+    any later fake answer must come from the journal. `drain`: stop by SIGTERM and require exit 0
+    (drained, journal flushed). Returns the golds sent."""
+    import openai
+
+    server = ServeProcess(root, "--model", "solver:fake")
+    golds = [fake_answer(q).split("#### ")[1] if i % 3 else "-1" for i, q in enumerate(questions)]
+    try:
+        client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
+        for q, g in zip(questions, golds, strict=True):
+            client.chat.completions.create(model="solver:fake", messages=[{"role": "user", "content": q}],
+                                           metadata={"gold": g})
+        if drain:
+            server.terminate()
+            assert server.wait() == 0
+    finally:
+        server.stop()
+        fake.close()
+    return golds
+
+
+def run_served_stages(root: Path, sizes: dict[str, int], stages: tuple[str, ...] = ("label",)) -> dict:
+    """Switch `root` to `data.dataset: served` with the split `sizes`, run prepare, solve for every
+    solver, then `stages`; returns the params written."""
+    from .conftest import run  # here, not at the top: benchmarks import this module without pytest's conftest
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["project"]["repo"] = os.path.relpath(REPO, root)
+    params["data"].update({"dataset": "served", **sizes})
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run([sys.executable, str(REPO / "stages/prepare.py")], root)
+    for solver in params["solvers"]:
+        run([sys.executable, str(REPO / "stages/solve.py"), "--solver", solver], root)
+    for stage in stages:
+        run([sys.executable, str(REPO / f"stages/{stage}.py")], root)
+    return params

@@ -6,19 +6,15 @@ accuracy and cost the journal implies."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import polars as pl
 import pytest
-import yaml
 
 from delegation_lab.layout import Layout
 from delegation_lab.serve.journal import read_decisions
 from delegation_lab.tables import read_items
 
-from .conftest import REPO, run
-from .serve_fixtures import FakeBackend, ServeProcess, fake_answer, write_project
+from .serve_fixtures import FakeBackend, run_served_stages, serve_with_gold, write_project
 
 openai = pytest.importorskip("openai")
 
@@ -29,29 +25,9 @@ openai = pytest.importorskip("openai")
 def test_the_served_policy_is_on_the_served_datasets_frontier(tmp_path):
     fake = FakeBackend()
     root = write_project(tmp_path / "project", fake.url)
-    server = ServeProcess(root, "--model", "solver:fake")
     questions = [f"live question {i}: how long is this text?" + " word" * i for i in range(12)]
-    golds = [fake_answer(q).split("#### ")[1] if i % 3 else "-1" for i, q in enumerate(questions)]  # a third wrong
-    try:
-        client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
-        for q, g in zip(questions, golds, strict=True):
-            client.chat.completions.create(model="solver:fake", messages=[{"role": "user", "content": q}],
-                                           metadata={"gold": g})
-        server.terminate()
-        assert server.wait() == 0  # SIGTERM: drained, journal flushed and compacted
-    finally:
-        server.stop()
-        fake.close()  # every fake answer from here on must come from the journal
-
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["project"]["repo"] = os.path.relpath(REPO, root)
-    params["data"].update({"dataset": "served", "ability_size": 3, "train_size": 3, "test_size": 6})
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run([sys.executable, str(REPO / "stages/prepare.py")], root)
-    for solver in ["A", "B", "C", "fake"]:
-        run([sys.executable, str(REPO / "stages/solve.py"), "--solver", solver], root)
-    run([sys.executable, str(REPO / "stages/label.py")], root)
-    run([sys.executable, str(REPO / "stages/frontier.py")], root)
+    serve_with_gold(root, fake, questions, drain=True)  # SIGTERM: drained, journal flushed and compacted
+    params = run_served_stages(root, {"ability_size": 3, "train_size": 3, "test_size": 6}, stages=("label", "frontier"))
 
     layout = Layout(root)
     split = params.get("frontier", {}).get("split", "test")
