@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 # MLflow's telemetry thread can delete a variable from os.environ while this process iterates it
 # (env_with_venv, requests): see delegation_lab.tracking. Off for the tests and every child.
@@ -55,7 +56,13 @@ def shared_data() -> Path:
 
 
 def env_with_venv() -> dict[str, str]:
-    env = dict(os.environ)
+    """This environment for a child process: the venv first on PATH, no progress bars, and the
+    pinned numerics a stage would re-execute itself into (numerics.pin_numerics), so a stage the
+    tests start imports its libraries once, not twice (~2 CPU s per torch stage). Where the
+    re-execution itself is tested (tests/test_numerics.py) the test removes the pins."""
+    from delegation_lab import numerics
+
+    env = numerics.pinned_environ(dict(os.environ)) if numerics.applies() else dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["DLAB_NO_PROGRESS"] = "1"
     env.pop("DVC_ROOT", None)
@@ -202,7 +209,13 @@ def replayed_dag(tmp_path_factory: pytest.TempPathFactory):
     project) and its `dvc repro` output, shared by the tests that only read its results."""
     from tests.test_replay_any_dataset import replay_project
 
-    project, out = _reproduced(replay_project(tmp_path_factory.mktemp("replayed_dag") / "p", overlay=SESSION_OVERLAY))
+    project = replay_project(tmp_path_factory.mktemp("replayed_dag") / "p", overlay=SESSION_OVERLAY)
+    # its tests read results, not MLflow runs (smoke_dag's check those): without tracking each of its
+    # ~20 stage processes saves ~2.5 CPU s of MLflow imports and SQLite runs
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw["tracking"]["enabled"] = False
+    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    project, out = _reproduced(project)
     yield project, out
     _unchanged(project)
 

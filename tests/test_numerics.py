@@ -24,6 +24,12 @@ OTHER_CPU = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512
              "OPENBLAS_NUM_THREADS": "2"}
 needs_x86 = pytest.mark.skipif(not applies(), reason="the pins name x86-64 code paths")
 
+def unpinned_env() -> dict[str, str]:
+    """The tests' child environment without the pins it carries (conftest.env_with_venv): a stage
+    started in it must pin itself."""
+    return {k: v for k, v in env_with_venv().items() if k not in PINNED_ENV and k != "DLAB_NUMERICS_PINNED"}
+
+
 PROBE = """
 import os, sys
 from delegation_lab.stage import run_stage
@@ -58,8 +64,7 @@ def test_a_stage_started_from_the_command_line_runs_pinned_whatever_the_environm
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    env = {**env_with_venv(), **OTHER_CPU, "PYTHONPATH": str(REPO / "src")}
-    env.pop("DLAB_NUMERICS_PINNED", None)
+    env = {**unpinned_env(), **OTHER_CPU, "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["AVX2", "AVX2", "1", "v3", "False"]
@@ -95,8 +100,7 @@ def test_a_torch_stage_gives_identical_outputs_under_another_cpus_settings(smoke
     digests = []
     for name, extra in (("here", {}), ("other", OTHER_CPU)):
         project = copy_project(smoke_dag[0], tmp_path / name)
-        env = {**env_with_venv(), **extra}
-        env.pop("DLAB_NUMERICS_PINNED", None)
+        env = {**unpinned_env(), **extra}
         out = subprocess.run([str(BIN / "python"), "stages/routers.py"], cwd=project, env=env,
                              capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
