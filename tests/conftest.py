@@ -287,11 +287,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 # ---------------------------------------------------------------------------------------------
-# `@pytest.mark.native`: the test runs in a fresh child pytest, so a segfault (or abort) in native
-# code fails that one test, naming the signal and the CPU's SIMD flags, instead of ending the run.
+# `@pytest.mark.native`: the test runs in a child pytest, so a segfault (or abort) in native code
+# fails that one test, naming the signal and the CPU's SIMD flags, instead of ending the run. The
+# native tests of one module that run one after another share one child (its imports and module
+# fixtures, a loaded model, are paid once); after a crash the tests the child did not reach get a
+# fresh child.
 
 CHILD_REPORTS = "DLAB_TEST_CHILD_REPORTS"  # set in the child: where it writes its test reports
 CHILD_TIMEOUT_S = 840  # under the per-test timeout (pyproject: 900 s), so this names the child's fate first
+_from_child: dict[str, list[pytest.TestReport]] = {}  # node id -> its reports, from a child that ran it
 
 
 def cpu_simd_flags() -> str:
@@ -309,12 +313,18 @@ def _skipped_here(item: pytest.Item) -> bool:
     return any(m.args and m.args[0] is True for m in item.iter_markers("skipif")) or item.get_closest_marker("skip") is not None
 
 
+def _in_child(item: pytest.Item) -> bool:
+    return item.get_closest_marker("native") is not None and not _skipped_here(item)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    if item.get_closest_marker("native") is None or os.environ.get(CHILD_REPORTS) or _skipped_here(item):
+    if not _in_child(item) or os.environ.get(CHILD_REPORTS):
         return None  # the ordinary in-process protocol
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    for report in _run_in_child(item):
+    if item.nodeid not in _from_child:
+        _from_child.update(_run_in_child(item.config, _batch(item)))
+    for report in _from_child.pop(item.nodeid):
         item.ihook.pytest_runtest_logreport(report=report)
     # the parent never set this item up, but the previous in-process item left its module / class
     # fixtures for it: tear down what `nextitem` does not share, as pytest's own teardown would
@@ -323,16 +333,29 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     return True
 
 
-def _run_in_child(item: pytest.Item) -> list[pytest.TestReport]:
-    import tempfile
+def _batch(item: pytest.Item) -> list[pytest.Item]:
+    """`item` and the native tests of its module that this process runs right after it (the run's
+    order: xdist keeps a module on one worker, conftest's scheduler above)."""
+    items = item.session.items
+    batch = [item]
+    for later in items[items.index(item) + 1:]:
+        if later.nodeid.split("::")[0] != item.nodeid.split("::")[0] or not _in_child(later) \
+                or test_group(later) != test_group(item):
+            break
+        batch.append(later)
+    return batch
 
-    config = item.config
+
+def _run_in_child(config: pytest.Config, batch: list[pytest.Item]) -> dict[str, list[pytest.TestReport]]:
+    """Each test of `batch` that the child finished: its reports; the test it was running when it
+    crashed or timed out: its set-up reports and a failure naming the child's fate. The tests after
+    a crash get none (the caller starts another child for them)."""
     with tempfile.TemporaryDirectory(prefix="dlab-native-") as tmp:
         reports_file = Path(tmp) / "reports.jsonl"
         env = {**os.environ, CHILD_REPORTS: str(reports_file)}
-        cmd = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider", "--no-header"]
+        cmd = [sys.executable, "-m", "pytest", *(i.nodeid for i in batch), "-q", "-p", "no:cacheprovider", "--no-header"]
         if config.pluginmanager.hasplugin("xdist"):
-            cmd += ["-n", "0"]  # the child runs this one test itself, whatever PYTEST_ADDOPTS asks
+            cmd += ["-n", "0"]  # the child runs these tests itself, whatever PYTEST_ADDOPTS asks
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=config.rootpath, env=env, capture_output=True, text=True,
@@ -342,20 +365,26 @@ def _run_in_child(item: pytest.Item) -> list[pytest.TestReport]:
             returncode, output = None, f"{e.stdout or ''}{e.stderr or ''}"
         duration = time.perf_counter() - t0
         lines = reports_file.read_text().splitlines() if reports_file.exists() else []
-    reports = [config.hook.pytest_report_from_serializable(config=config, data=json.loads(line)) for line in lines]
-    if returncode is not None and returncode >= 0 and any(r.when == "call" or r.failed or r.skipped for r in reports):
-        return reports
+    reports: dict[str, list[pytest.TestReport]] = {}
+    for line in lines:
+        report = config.hook.pytest_report_from_serializable(config=config, data=json.loads(line))
+        reports.setdefault(report.nodeid, []).append(report)
+    done = {nodeid: r for nodeid, r in reports.items() if any(x.when == "teardown" for x in r)}
+    if returncode is not None and returncode >= 0 and len(done) == len(batch):
+        return done
+    crashed = next(i for i in batch if i.nodeid not in done)
     if returncode is None:
         what = f"did not finish within {CHILD_TIMEOUT_S} s"
     elif returncode < 0:
         what = f"was killed by {signal.Signals(-returncode).name} (signal {-returncode})"
     else:
         what = f"exited {returncode} without reporting the test"
-    message = (f"{item.nodeid}: the test's child process {what}; CPU AVX-512/AMX flags: {cpu_simd_flags()}\n"
+    message = (f"{crashed.nodeid}: the test's child process {what}; CPU AVX-512/AMX flags: {cpu_simd_flags()}\n"
                f"--- last output of the child ---\n{output[-6000:]}")
-    keywords = {k: 1 for k in item.keywords}
-    crash = pytest.TestReport(item.nodeid, item.location, keywords, "failed", message, "call", duration=duration)
-    return [r for r in reports if r.when == "setup"] + [crash]
+    keywords = {k: 1 for k in crashed.keywords}
+    failure = pytest.TestReport(crashed.nodeid, crashed.location, keywords, "failed", message, "call", duration=duration)
+    done[crashed.nodeid] = [r for r in reports.get(crashed.nodeid, []) if r.when == "setup"] + [failure]
+    return done
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

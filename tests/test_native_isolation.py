@@ -3,6 +3,7 @@ the signal named, and the run goes on; normal outcomes of the child come back un
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -54,3 +55,47 @@ def test_a_native_crash_fails_one_test_and_names_the_signal(tmp_path: Path):
     assert "Segmentation fault" in out  # the child's faulthandler traceback is kept
     assert "AssertionError: arithmetic" in out  # an ordinary failure keeps its own report
     assert f"CPU AVX-512/AMX flags: {cpu_simd_flags()}" in out
+
+
+SHARED = '''
+import ctypes, os
+from pathlib import Path
+import pytest
+
+def note():
+    with open(os.environ["PIDS"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+
+@pytest.mark.native
+def test_one():
+    note()
+
+@pytest.mark.native
+def test_two():
+    note()
+
+@pytest.mark.native
+def test_crash():
+    ctypes.string_at(0)
+
+@pytest.mark.native
+def test_three():
+    note()
+'''
+
+
+def test_a_modules_native_tests_share_a_child_until_one_crashes(tmp_path: Path):
+    """One child runs the module's native tests in a row (imports and module fixtures paid once);
+    the test after a crash gets a fresh child."""
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    native: child process\n    slow: slow\n")
+    (tmp_path / "test_shared.py").write_text(SHARED)
+    pids = tmp_path / "pids.txt"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PIDS": str(pids)})
+    out = proc.stdout + proc.stderr
+    assert "1 failed, 3 passed" in out, out
+    assert "test_crash: the test's child process was killed by SIGSEGV" in out
+    one, two, three = pids.read_text().split()
+    assert one == two != three and os.getpid() not in {int(one), int(three)}
