@@ -157,12 +157,18 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
 
 
-def copy_project(project: Path, dest: Path) -> Path:
+def copy_project(project: Path, dest: Path, tracking: bool = False) -> Path:
     """A copy of a built project to change: its outputs, dvc.lock and DVC cache come along, so
     `dvc repro` there reruns only what the change touches. Its MLflow store stays behind (the
-    store's experiments name the original's artifact folder): a stage run in the copy starts one."""
+    store's experiments name the original's artifact folder), and tracking is off in the copy unless
+    `tracking` (no DVC stage depends on the `tracking` section, so nothing reruns for it; a stage run
+    in the copy saves ~3 CPU s of MLflow)."""
     shutil.copytree(project, dest, symlinks=True,
                     ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", "mlruns", "__pycache__"))
+    if not tracking:
+        raw = yaml.safe_load((dest / "params.yaml").read_text())
+        raw["tracking"]["enabled"] = False
+        (dest / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     return dest
 
 

@@ -87,6 +87,8 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path):
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["solvers"]["A"]["batch_size"] = 40
     raw["solvers"]["A"]["simulated"]["sleep_scale"] = 0.04  # ~0.4 s per batch: slow enough to kill
+    raw["data"].update(ability_size=100, train_size=300, test_size=100)  # 500 items: 13 batches
+    raw["tracking"]["enabled"] = False  # about the answer cache, not MLflow: ~2.5 CPU s less per stage run
     (project / "params.yaml").write_text(yaml.safe_dump(raw))
     run([str(BIN / "python"), "stages/prepare.py"], project)
     total = sum(pl.read_parquet(p).height for p in (project / "data" / "items").glob("*.parquet"))
