@@ -208,7 +208,7 @@ def _beam(candidates: list[tuple[tuple[int, ...], float, float]], later: dict[in
 
 
 def _report(m: SolverMatrix, params: FrontierParams, considered: int, kept: int, split: str | None, seconds: float) -> dict:
-    """metrics/frontier.json's `search`: how many cost-ordered cascades exist up to max_length
+    """The `search` block of metrics/frontier.json: how many cost-ordered cascades exist up to max_length
     (`cascades_possible`), how many were evaluated (`cascades_considered`: every one when exhaustive,
     else those the beam tried, on `search_split`) and how many were measured on the reported split
     (`cascades_kept`); `beam` and `search_split` are null when nothing was searched."""

@@ -140,7 +140,7 @@ def _pair(lo_hi: tuple[float, float]) -> list[float]:
 
 
 def build_portfolio(labeled: pl.DataFrame, params: Params, verifier: Verifier, embeddings: pl.DataFrame | None = None) -> dict:
-    """metrics/portfolio.json from every split's labeled answers (`read_labeled_answers`); routers
+    """The stage's metrics/portfolio.json from every split's labeled answers (`read_labeled_answers`); routers
     too when `portfolio.router` names one and the `embed` stage's table is given."""
     pp, report_split = params.portfolio, params.frontier.split
     if pp.select_split == report_split:

@@ -1,4 +1,4 @@
-"""metrics/coordinator.json as the stage writes it (the method blocks of `results.study_metrics`, the
+"""The coordinator stage's metrics/coordinator.json (the method blocks of `results.study_metrics`, the
 verifier, the run's setup, provenance, timing) and the lines the stage prints."""
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ def _no_text_message(no_text: pl.DataFrame) -> str:
     """One line: the first solver without any final answer, its answers file and its cache."""
     row = no_text.row(0, named=True)
     source = (json.loads(row["extra"]) if row["extra"] else {}).get("replay_source_file")
-    where = f"data/answers/{row['solver']}.parquet" + (f"; its cache {source} has no reply text" if source else "")
+    where = str(Layout(Path(".")).answers(row["solver"])) + (f"; its cache {source} has no reply text" if source else "")
     others = f" ({no_text.height} such solvers: {', '.join(no_text['solver'])})" if no_text.height > 1 else ""
     return (f"evaluation.verifier.kind agreement compares final answers, but solver {row['solver']!r} has none: "
             f"`parsed_answer` and `answer_text` are empty in all {row['n']} of its answers ({where}): use kind judge, "

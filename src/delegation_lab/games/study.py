@@ -383,7 +383,7 @@ def train_conditions(envs: dict[str, HelpGame], params: HistoryGameParams, confi
 
 def study_metrics(solutions: dict[str, Solution], runs: dict[str, MoneyRun], batches: dict[str, dict[Block, IQLResult]],
                   envs: dict[str, HelpGame], params: HistoryGameParams, confidence: float, phases: Phases) -> dict[str, Any]:
-    """metrics/history_game.json: the equilibria, the money runs and the gamma sweep (paper beside
+    """The stage's metrics/history_game.json: the equilibria, the money runs and the gamma sweep (paper beside
     ours), the history-aware learners, provenance and the timing (phases `solve`, `iql`)."""
     metrics = {
         # its own environment: the game specs and the help game, whatever data.dataset is

@@ -49,7 +49,7 @@ def build_labels(
 
 
 def replay_accuracy(joined: pl.DataFrame, backends: dict[str, str], confidence: float = 0.95) -> dict[str, Any]:
-    """metrics/replay_accuracy.json: each replayed solver's accuracy as our labels score it over the
+    """The stage's metrics/replay_accuracy.json: each replayed solver's accuracy as our labels score it over the
     items its cache answers (every split; `no_answer_in_cache` items are left out, where the frontier
     counts them wrong), with a Wilson interval, beside its accuracy over every item. `joined` is the
     labels joined to the answers they grade; `backends` maps solver -> backend name."""

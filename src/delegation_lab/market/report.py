@@ -285,7 +285,7 @@ def outcome_rows(worlds: list[WorldResult], dataset: str) -> pl.DataFrame:
 
 def market_metrics(chain: SweepResult, answers: SweepResult, params: MarketParams, inputs: MarketInputs,
                    intervals: IntervalParams, seconds: float, trajectory_rows: int) -> dict:
-    """metrics/market.json: the chain sweep, the spread sweep, the answers market, the run, the
+    """The stage's metrics/market.json: the chain sweep, the spread sweep, the answers market, the run, the
     verifier and the provenance of every paper-vs-ours row."""
     confidence = intervals.confidence
     cp = params.chain

@@ -43,8 +43,7 @@ ROUTERARENA = ShippedTable(
 )
 LLMROUTER = ShippedTable(
     "llmrouter_default_llm.json", "llmrouter",
-    "github.com/ulab-uiuc/LLMRouter@4e7a796942ce26e9d5f2b93191c7c2585c99c2e3 "
-    "data/example_data/llm_candidates/default_llm.json",
+    "github.com/ulab-uiuc/LLMRouter@4e7a796942ce26e9d5f2b93191c7c2585c99c2e3 data/example_data/llm_candidates/default_llm.json",
 )
 PROVIDER = ShippedTable("provider.yaml", "provider", None)  # each entry names its provider page and date
 
