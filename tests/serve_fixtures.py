@@ -13,11 +13,13 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+from tests.loopback_http import LoopbackServer, QuietHandler
 
 REPO = Path(__file__).resolve().parents[1]
 BACKEND_KEY = "sk-backend-0123456789abcdef-never-journal"
@@ -46,23 +48,14 @@ class FakeBackend:
         self._arrived = threading.Condition(self._lock)
         backend = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.0"
-
-            def log_message(self, *args) -> None:  # quiet
-                pass
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 backend.handle(self)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 1024  # the listen backlog: 64 connections arrive at once
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.server = LoopbackServer(Handler)  # a backlog for 64 connections arriving at once
+        self.url = self.server.url
 
     def let_go(self) -> None:
         """Answer every held request now (and every later one at once)."""
@@ -72,8 +65,7 @@ class FakeBackend:
 
     def close(self) -> None:
         self.let_go()
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         body = json.loads(h.rfile.read(int(h.headers.get("content-length", 0))))

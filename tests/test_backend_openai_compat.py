@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -29,6 +29,7 @@ from delegation_lab.solvers.params import SolverParams
 from delegation_lab.solvers.pricing import cost_usd, messages_tokens
 
 from .conftest import cpu_simd_flags
+from .loopback_http import LoopbackServer, QuietHandler
 
 PRICE = {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
 SECRET = "sk-test-0123456789abcdef-do-not-leak"
@@ -67,27 +68,16 @@ class FakeServer:
         self.max_in_flight = 0
         self.auth: list[str | None] = []
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.httpd.handle_error = lambda request, client_address: None  # clients that timed out hang up
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.loopback = LoopbackServer(self._handler())
+        self.url = self.loopback.url
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loopback.close()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

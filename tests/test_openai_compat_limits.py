@@ -9,16 +9,15 @@ import gzip
 import json
 import os
 import sys
-import threading
 import zlib
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from delegation_lab.data.arith import generate
 from delegation_lab.data.params import ArithParams
 
+from .loopback_http import LoopbackServer, QuietHandler
 from .memory_probe import peak_rss_mib
 from .test_backend_openai_compat import expected_answer, make_solver
 
@@ -34,10 +33,7 @@ class StreamServer:
         self.calls = 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.calls += 1
@@ -53,18 +49,11 @@ class StreamServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client refused the rest
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.handle_error = lambda request, client_address: None
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.loopback = LoopbackServer(Handler)
+        self.url = self.loopback.url
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loopback.close()
 
 
 def completion(payload: dict, text: str | None = None, **message) -> dict:
