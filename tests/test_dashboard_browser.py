@@ -17,6 +17,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -37,6 +39,23 @@ def chromium_path() -> str:
     if not path:
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium; .ci/run installs it)")
     return path
+
+
+@contextmanager
+def chromium_page(height: int) -> Iterator:
+    """A Playwright page (1400 x `height`) in this machine's Chromium, closed afterwards; the test
+    skips, saying why, when Playwright is missing or cannot drive that Chromium."""
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        try:
+            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
+        except sync_api.Error as e:
+            pytest.skip(f"Playwright cannot drive {executable}: {e}")
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": height})
+        finally:
+            browser.close()
 
 
 def free_port() -> int:
@@ -138,110 +157,80 @@ def assert_readable_frontier(page) -> None:
 
 
 def test_pages_render_in_chromium(server: str) -> None:
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as pw:
-        try:
-            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
-        except sync_api.Error as e:
-            pytest.skip(f"Playwright cannot drive {executable}: {e}")
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1600})
-            for name, path in PAGES.items():
-                page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-                page.wait_for_selector("h1", timeout=30_000)
-                if name in ("trajectories", "compare"):
-                    page.wait_for_selector("[data-testid='stDataFrame']", timeout=30_000)
-                else:
-                    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
-                page.wait_for_timeout(1500)  # let the last deltas and Plotly's transitions settle
-                assert page.locator("[data-testid='stException']").count() == 0, f"{name}: the page shows an exception"
-                heading = page.locator("h1").first.inner_text()
-                if name == "frontier":
-                    assert "frontier" in heading.lower()
-                    legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
-                    assert {"always-A", "oracle", "Pareto front", "dqn_map", "random"} <= legend, legend
-                    assert {"baselines", STUDY} <= legend, legend  # the group titles: methods grouped by study
-                    assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 10
-                    assert page.get_by_text("Points shown", exact=True).count() == 1
-                    assert page.get_by_text("Best under budget", exact=True).count() == 1
-                    assert_readable_frontier(page)
-                    shot = ARTIFACTS / "dashboard_frontier.png"
-                elif name == "studies":
-                    assert page.locator(".js-plotly-plot").count() == 2  # learning curves, executor mix
-                    legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
-                    assert {"dqn_map", "random", "A", "B", "C"} <= legend, legend
-                    shot = ARTIFACTS / "dashboard_studies.png"
-                elif name == "compare":
-                    assert page.get_by_text("Accuracy A − B", exact=True).count() == 1
-                    shot = ARTIFACTS / "dashboard_compare.png"
-                elif name == "trajectories":
-                    assert page.get_by_text("Follow one item").count() == 1
-                    assert page.locator("[data-testid='stDataFrame']").count() >= 3  # steps, answers, item steps
-                    shot = ARTIFACTS / "dashboard_trajectories.png"
-                else:
-                    assert page.locator(".js-plotly-plot").count() == 2  # management and game
-                    assert page.get_by_text(f"{STUDY} · metrics/{STUDY}.json", exact=False).count() == 1
-                    shot = ARTIFACTS / "dashboard_paper.png"
-                page.screenshot(path=str(shot), full_page=True)
-                assert_nontrivial_png(shot)
-        finally:
-            browser.close()
+    with chromium_page(1600) as page:
+        for name, path in PAGES.items():
+            page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+            page.wait_for_selector("h1", timeout=30_000)
+            if name in ("trajectories", "compare"):
+                page.wait_for_selector("[data-testid='stDataFrame']", timeout=30_000)
+            else:
+                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            page.wait_for_timeout(1500)  # let the last deltas and Plotly's transitions settle
+            assert page.locator("[data-testid='stException']").count() == 0, f"{name}: the page shows an exception"
+            heading = page.locator("h1").first.inner_text()
+            if name == "frontier":
+                assert "frontier" in heading.lower()
+                legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
+                assert {"always-A", "oracle", "Pareto front", "dqn_map", "random"} <= legend, legend
+                assert {"baselines", STUDY} <= legend, legend  # the group titles: methods grouped by study
+                assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 10
+                assert page.get_by_text("Points shown", exact=True).count() == 1
+                assert page.get_by_text("Best under budget", exact=True).count() == 1
+                assert_readable_frontier(page)
+                shot = ARTIFACTS / "dashboard_frontier.png"
+            elif name == "studies":
+                assert page.locator(".js-plotly-plot").count() == 2  # learning curves, executor mix
+                legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
+                assert {"dqn_map", "random", "A", "B", "C"} <= legend, legend
+                shot = ARTIFACTS / "dashboard_studies.png"
+            elif name == "compare":
+                assert page.get_by_text("Accuracy A − B", exact=True).count() == 1
+                shot = ARTIFACTS / "dashboard_compare.png"
+            elif name == "trajectories":
+                assert page.get_by_text("Follow one item").count() == 1
+                assert page.locator("[data-testid='stDataFrame']").count() >= 3  # steps, answers, item steps
+                shot = ARTIFACTS / "dashboard_trajectories.png"
+            else:
+                assert page.locator(".js-plotly-plot").count() == 2  # management and game
+                assert page.get_by_text(f"{STUDY} · metrics/{STUDY}.json", exact=False).count() == 1
+                shot = ARTIFACTS / "dashboard_paper.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert_nontrivial_png(shot)
 
 
 def test_links_open_the_point_and_seed_they_name(server: str, synthetic_root: Path) -> None:
     """A Compare → Trajectories link (dashboards.links) opens that method and seed; a stale one says so."""
     from dashboards.links import StepsKey, steps_url
 
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        try:
-            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
-        except sync_api.Error as e:
-            pytest.skip(f"Playwright cannot drive {executable}: {e}")
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1600})
-            for method, seed in (("random", 1), ("dqn_map", 0)):
-                page.goto(f"{server}/{steps_url(StepsKey(STUDY, method, seed=seed, item='tr003'))}", wait_until="domcontentloaded")
-                settle(page)
-                assert f"method={method}" in page.url and f"seed={seed}" in page.url, page.url  # the pickers' state
-                text = page.locator("body").inner_text()
-                assert f"of {method} (seed {seed}) on this item" in text, text[-1500:]  # the steps followed
-                assert page.locator("[data-testid='stAlert']").count() == 0
-            page.goto(f"{server}/trajectories?study={STUDY}&method=learned_cascade&op=tau%3D0.3", wait_until="domcontentloaded")
+    with chromium_page(1600) as page:
+        for method, seed in (("random", 1), ("dqn_map", 0)):
+            page.goto(f"{server}/{steps_url(StepsKey(STUDY, method, seed=seed, item='tr003'))}", wait_until="domcontentloaded")
             settle(page)
-            assert "learned_cascade @ tau=0.3" in page.locator("[data-testid='stAlert']").first.inner_text()
-        finally:
-            browser.close()
+            assert f"method={method}" in page.url and f"seed={seed}" in page.url, page.url  # the pickers' state
+            text = page.locator("body").inner_text()
+            assert f"of {method} (seed {seed}) on this item" in text, text[-1500:]  # the steps followed
+            assert page.locator("[data-testid='stAlert']").count() == 0
+        page.goto(f"{server}/trajectories?study={STUDY}&method=learned_cascade&op=tau%3D0.3", wait_until="domcontentloaded")
+        settle(page)
+        assert "learned_cascade @ tau=0.3" in page.locator("[data-testid='stAlert']").first.inner_text()
 
 
 def test_frontier_solver_subset_and_breakdown_in_chromium(server: str) -> None:
     """A solver subset from the URL draws only points within it, readably, and the breakdown renders."""
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        try:
-            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
-        except sync_api.Error as e:
-            pytest.skip(f"Playwright cannot drive {executable}: {e}")
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1600})
-            page.goto(f"{server}/?{urlencode([('models', 'A'), ('models', 'B')])}", wait_until="domcontentloaded")
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
-            settle(page)
-            assert page.locator("[data-testid='stException']").count() == 0
-            legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
-            assert {"always-A", "always-B"} <= legend and "always-C" not in legend, legend
-            assert "Solvers: 2 of 3" in page.locator("body").inner_text()
-            assert_readable_frontier(page)
-            page.goto(f"{server}/?{urlencode({'slice_points': f'{STUDY}/dqn_map', 'slice_by': 'difficulty'})}", wait_until="domcontentloaded")
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
-            settle(page)
-            assert "Per difficulty: each point on that slice's items alone" in page.locator("body").inner_text()
-        finally:
-            browser.close()
+    with chromium_page(1600) as page:
+        page.goto(f"{server}/?{urlencode([('models', 'A'), ('models', 'B')])}", wait_until="domcontentloaded")
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+        settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0
+        legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
+        assert {"always-A", "always-B"} <= legend and "always-C" not in legend, legend
+        assert "Solvers: 2 of 3" in page.locator("body").inner_text()
+        assert_readable_frontier(page)
+        page.goto(f"{server}/?{urlencode({'slice_points': f'{STUDY}/dqn_map', 'slice_by': 'difficulty'})}", wait_until="domcontentloaded")
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+        settle(page)
+        assert "Per difficulty: each point on that slice's items alone" in page.locator("body").inner_text()
 
 
 def test_frontier_with_chromium_command_line(server: str) -> None:
@@ -326,34 +315,24 @@ def visit_every_view(root: Path, label: str) -> dict[str, dict[str, float]]:
     """Load every view of `root` in Chromium; fail on any exception element or traceback text.
     Returns each view's wall seconds to settle and the server's CPU seconds for it (written to
     test-artifacts/dashboard_timings_<label>.json; a record, not a timed test)."""
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(exist_ok=True)
     srv = Server(root, ARTIFACTS / f"streamlit_{label}.log")
     timings: dict[str, dict[str, float]] = {}
     failures: list[str] = []
     try:
-        with sync_api.sync_playwright() as pw:
-            try:
-                browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
-            except sync_api.Error as e:
-                pytest.skip(f"Playwright cannot drive {executable}: {e}")
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1200})
-                for name, path in views(root):
-                    start, cpu = time.monotonic(), server_cpu(srv.proc.pid)
-                    page.goto(f"{srv.url}/{path}", wait_until="domcontentloaded")
-                    settle(page)
-                    timings[name] = {"wall_s": round(time.monotonic() - start, 2),
-                                     "server_cpu_s": round(server_cpu(srv.proc.pid) - cpu, 2)}
-                    page.wait_for_timeout(300)  # Plotly's first draw
-                    exceptions = page.locator("[data-testid='stException']").count()
-                    body = page.locator("body").inner_text()
-                    if exceptions or "Traceback (most recent call last)" in body:
-                        failures.append(f"{name}: {exceptions} exception element(s): {body[:600]!r}")
-                        page.screenshot(path=str(ARTIFACTS / f"dashboard_{label}_{name.replace(':', '_')}.png"), full_page=True)
-            finally:
-                browser.close()
+        with chromium_page(1200) as page:
+            for name, path in views(root):
+                start, cpu = time.monotonic(), server_cpu(srv.proc.pid)
+                page.goto(f"{srv.url}/{path}", wait_until="domcontentloaded")
+                settle(page)
+                timings[name] = {"wall_s": round(time.monotonic() - start, 2),
+                                 "server_cpu_s": round(server_cpu(srv.proc.pid) - cpu, 2)}
+                page.wait_for_timeout(300)  # Plotly's first draw
+                exceptions = page.locator("[data-testid='stException']").count()
+                body = page.locator("body").inner_text()
+                if exceptions or "Traceback (most recent call last)" in body:
+                    failures.append(f"{name}: {exceptions} exception element(s): {body[:600]!r}")
+                    page.screenshot(path=str(ARTIFACTS / f"dashboard_{label}_{name.replace(':', '_')}.png"), full_page=True)
     finally:
         srv.stop()
         (ARTIFACTS / f"dashboard_timings_{label}.json").write_text(json.dumps(timings, indent=1))
@@ -394,30 +373,23 @@ def test_portfolio_page_renders_in_chromium(project: str, tmp_path: Path) -> Non
         root = REPO / "experiments" / project
         if not (root / "metrics" / "portfolio.json").exists():
             pytest.skip(f"no metrics/portfolio.json in experiments/{project} (dvc checkout there)")
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(exist_ok=True)
     srv = Server(root, tmp_path / "streamlit.log")
     try:
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS[1:])
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1600})
-                page.goto(f"{srv.url}/portfolio", wait_until="domcontentloaded")
-                settle(page)
-                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
-                page.wait_for_timeout(1000)
-                assert page.locator("[data-testid='stException']").count() == 0
-                assert "Portfolio" in page.locator("h1").first.inner_text()
-                legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
-                assert [t.split(" ", 1)[0] for t in legend] == [f"k={k}" for k in range(1, len(legend) + 1)], legend
-                if project == "toy":
-                    assert legend[1].startswith("k=2 router knn") and legend[1].endswith("a | b"), legend
-                assert page.locator("[data-testid='stDataFrame']").count() == 2
-                shot = ARTIFACTS / f"dashboard_portfolio_{project}.png"
-                page.screenshot(path=str(shot), full_page=True)
-                assert_nontrivial_png(shot)
-            finally:
-                browser.close()
+        with chromium_page(1600) as page:
+            page.goto(f"{srv.url}/portfolio", wait_until="domcontentloaded")
+            settle(page)
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            page.wait_for_timeout(1000)
+            assert page.locator("[data-testid='stException']").count() == 0
+            assert "Portfolio" in page.locator("h1").first.inner_text()
+            legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
+            assert [t.split(" ", 1)[0] for t in legend] == [f"k={k}" for k in range(1, len(legend) + 1)], legend
+            if project == "toy":
+                assert legend[1].startswith("k=2 router knn") and legend[1].endswith("a | b"), legend
+            assert page.locator("[data-testid='stDataFrame']").count() == 2
+            shot = ARTIFACTS / f"dashboard_portfolio_{project}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert_nontrivial_png(shot)
     finally:
         srv.stop()
