@@ -245,6 +245,15 @@ def serve_with_gold(root: Path, fake: FakeBackend, questions: list[str], drain: 
     return golds
 
 
+def served_project(folder: Path, questions: list[str], drain: bool = False) -> Path:
+    """A project at `folder` whose solver `fake` answered `questions` through `dlab serve`
+    (serve_with_gold: a third of the golds wrong, then server and backend stopped)."""
+    fake = FakeBackend()
+    root = write_project(folder, fake.url)
+    serve_with_gold(root, fake, questions, drain=drain)
+    return root
+
+
 def run_served_stages(root: Path, sizes: dict[str, int], stages: tuple[str, ...] = ("label",)) -> dict:
     """Switch `root` to `data.dataset: served` with the split `sizes`, run prepare, solve for every
     solver, then `stages`; returns the params written."""

@@ -11,7 +11,7 @@ import pytest
 
 from delegation_lab.layout import Layout
 
-from .serve_fixtures import FakeBackend, run_served_stages, serve_with_gold, write_project
+from .serve_fixtures import run_served_stages, served_project
 
 openai = pytest.importorskip("openai")
 
@@ -19,10 +19,8 @@ openai = pytest.importorskip("openai")
 @pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_served_traffic_is_solved_from_the_journal_and_labelled(tmp_path):
-    fake = FakeBackend()
-    root = write_project(tmp_path / "project", fake.url)
     questions = [f"served question {i}: how long is this text?" + " pad" * i for i in range(12)]
-    serve_with_gold(root, fake, questions)  # a third of the golds wrong; then every answer must come from the journal
+    root = served_project(tmp_path / "project", questions)  # a third of the golds wrong; every answer now from the journal
     run_served_stages(root, {"ability_size": 4, "train_size": 4, "test_size": 4})
 
     layout = Layout(root)

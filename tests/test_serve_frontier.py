@@ -14,7 +14,7 @@ from delegation_lab.layout import Layout
 from delegation_lab.serve.journal import read_decisions
 from delegation_lab.tables import read_items
 
-from .serve_fixtures import FakeBackend, run_served_stages, serve_with_gold, write_project
+from .serve_fixtures import run_served_stages, served_project
 
 openai = pytest.importorskip("openai")
 
@@ -23,10 +23,8 @@ openai = pytest.importorskip("openai")
 @pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_the_served_policy_is_on_the_served_datasets_frontier(tmp_path):
-    fake = FakeBackend()
-    root = write_project(tmp_path / "project", fake.url)
     questions = [f"live question {i}: how long is this text?" + " word" * i for i in range(12)]
-    serve_with_gold(root, fake, questions, drain=True)  # SIGTERM: drained, journal flushed and compacted
+    root = served_project(tmp_path / "project", questions, drain=True)  # SIGTERM: drained, journal flushed and compacted
     params = run_served_stages(root, {"ability_size": 3, "train_size": 3, "test_size": 6}, stages=("label", "frontier"))
 
     layout = Layout(root)
