@@ -457,9 +457,10 @@ def repro_check(
     root: Annotated[Path, typer.Option(help="project root")] = Path("."),
     show: Annotated[str, typer.Option(help="rows to list: outside | all")] = "outside",
 ) -> None:
-    """After `make repro`: is every headline of metrics/*.json inside the interval committed at REV?
-    Exit 1 when any is outside (or missing)."""
-    from delegation_lab.repro_check import check_tree
+    """After `make repro`: is every figure of metrics/*.json the committed one (bit-identical), and if
+    not, is every headline inside the interval committed at REV, which figures moved, and under which
+    numerics (CPU, libraries, pins) the rerun was computed? Exit 1 when a headline is outside (or missing)."""
+    from delegation_lab.repro_check import check_tree, provenance
     from delegation_lab.runs import markdown_table
 
     if show not in ("outside", "all"):
@@ -474,6 +475,13 @@ def repro_check(
         typer.echo(markdown_table(rows, ["file", "metric", "committed", "interval", "rerun", "inside"]))
     inside = sum(c.inside for c in checks)
     typer.echo(f"{inside} of {len(checks)} headline metrics inside their committed {rev} interval")
+    origin = provenance(root, rev)
+    typer.echo(origin.verdict())
+    for file, figures in origin.moved.items():
+        for key, old, new in figures[: 20 if show == "all" else 5]:
+            typer.echo(f"  moved: {file} {key}: {old} -> {new}")
+        if len(figures) > (20 if show == "all" else 5):
+            typer.echo(f"  ... {file}: {len(figures)} figures moved in all")
     raise typer.Exit(0 if inside == len(checks) else 1)
 
 
@@ -509,6 +517,37 @@ def tracking_serve(
         fail(str(e), 2)
     except InputError as e:
         fail(f"error: {e}", 1)
+
+
+numerics_app = typer.Typer(help="The bits the pinned math libraries compute on this machine.", no_args_is_help=True)
+app.add_typer(numerics_app, name="numerics")
+
+
+@numerics_app.command("fingerprint")
+def numerics_fingerprint(
+    record: Annotated[bool, typer.Option(help="rewrite the committed record with this machine's values")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the fingerprints as JSON")] = False,
+) -> None:
+    """Run one small case per kind of operation the studies run (torch matmul, bmm, elementwise,
+    reductions, an MLP + Adam step; numpy BLAS and SIMD loops; scipy; polars; DuckDB) under the
+    project's numerics pins and print each result's fingerprint beside the committed record and what
+    an AMD EPYC computed. Exit 1 when any case differs from the record."""
+    import json
+
+    from delegation_lab.pipeline.fingerprint import fingerprints, recorded, report_lines
+    from delegation_lab.pipeline.fingerprint import record as write_record
+
+    if record:
+        data = write_record()
+        typer.echo(f"recorded {len(data['fingerprints'])} fingerprints")
+        return
+    current = fingerprints()
+    if as_json:
+        typer.echo(json.dumps(current, indent=2))
+    else:
+        typer.echo("\n".join(report_lines(current, recorded())))
+    differs = [k for k, v in current.items() if recorded()["fingerprints"].get(k) != v]
+    raise typer.Exit(1 if differs else 0)
 
 
 docs_app = typer.Typer(help="Keep the docs' numbers current.", no_args_is_help=True)

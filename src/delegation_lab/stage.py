@@ -19,7 +19,7 @@ from pathlib import Path
 from delegation_lab.config import Params, load_params
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.layout import Layout
-from delegation_lab.numerics import pin_numerics
+from delegation_lab.numerics import describe, pin_numerics
 from delegation_lab.params_model import StudyParams
 from delegation_lab.phases import Lap, Phases, stopwatch
 from delegation_lab.stage_skip import skip_stage
@@ -52,11 +52,12 @@ def _cpu_seconds() -> float:
 
 def write_timings(ctx: StageContext, label: str, wall: float, cpu: float) -> None:
     """Write metrics/timings/<stage>.json: wall and CPU seconds and the phases, so `dvc metrics diff` shows a
-    slowdown like any other regression."""
+    slowdown like any other regression, and the numerics the stage's figures were computed under (pins,
+    library versions, CPU: `numerics.describe`), which `dlab repro check` compares."""
     from delegation_lab.tables import write_json_atomic
 
-    write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": dict(ctx.phases)},
-                      ctx.layout.timings(label))
+    write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": dict(ctx.phases),
+                       "numerics": describe()}, ctx.layout.timings(label))
 
 
 def run_stage(
