@@ -3,7 +3,10 @@ frontier stage) and the dashboard's default Frontier view show the same points w
 front. The dashboard draws one oracle: a study's own oracle points are listed under the chart
 instead, so they are the only rows of the CSV the chart leaves out.
 
-Runs on this checkout's default results (`dvc repro`); skipped where there are none."""
+Runs on the session's smoke DAG (the default DAG on the smoke profile, which every test run builds),
+so CI checks it on every change instead of only where someone ran `make repro` first. The default
+view draws each method's best point and the Pareto set (`frontier_points.best_and_pareto`); "All
+operating points" draws every row of the CSV."""
 
 from __future__ import annotations
 
@@ -13,32 +16,36 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from dashboards import frontier_points as fp
 from tests.test_dashboard import APP, AppTest, frame, metric, widget
 
-REPO = Path(__file__).resolve().parents[1]
-CSV = REPO / "plots" / "frontier" / "frontier.csv"
 KEY = ["study", "method", "operating_point"]
 
 
 @pytest.fixture
-def default_view(monkeypatch: pytest.MonkeyPatch):
-    if not (CSV.exists() and (REPO / "results" / "frontier.parquet").exists() and (REPO / "metrics" / "frontier.json").exists()):
-        pytest.skip("no default results in this checkout (run `dvc repro`)")
-    monkeypatch.setenv("DLAB_ROOT", str(REPO))
-    at = AppTest.from_file(APP, default_timeout=180).run()
+def smoke_root(smoke_dag, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = smoke_dag[0]
+    monkeypatch.setenv("DLAB_ROOT", str(root))
+    return root
+
+
+@pytest.mark.parametrize("view", [fp.BEST, fp.ALL_POINTS])
+def test_static_frontier_and_dashboard_agree(smoke_root: Path, view: str) -> None:
+    at = AppTest.from_file(APP, default_timeout=180)
+    if view != fp.BEST:
+        at.query_params["view"] = view
+    at = at.run()
     assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def test_static_frontier_and_dashboard_agree(default_view) -> None:
-    at = default_view
-    summary = json.loads((REPO / "metrics" / "frontier.json").read_text())
+    assert widget(at.radio, "Points").value == view
+    summary = json.loads((smoke_root / "metrics" / "frontier.json").read_text())
     assert widget(at.selectbox, "Dataset").value == summary["dataset"]
     assert widget(at.selectbox, "Verifier").value == summary["verifier"]["name"]
 
-    static = pl.read_csv(CSV, schema_overrides={"operating_point": pl.String})
-    study_oracles = static.filter((pl.col("kind") == "oracle") & (pl.col("study") != "baselines"))
-    static = static.join(study_oracles.select(KEY), on=KEY, how="anti")
+    every = pl.read_csv(smoke_root / "plots" / "frontier" / "frontier.csv", schema_overrides={"operating_point": pl.String})
+    study_oracles = every.filter((pl.col("kind") == "oracle") & (pl.col("study") != "baselines"))
+    every = every.join(study_oracles.select(KEY), on=KEY, how="anti")
+    static = fp.best_and_pareto(every) if view == fp.BEST else every
+    assert view == fp.BEST or static.height > fp.best_and_pareto(every).height, "the views differ on the smoke DAG"
     shown = pl.from_pandas(frame(at, "points_table"))
     assert shown.height == static.height == int(metric(at, "Points shown"))
     both = static.join(shown, on=KEY, how="inner", suffix="_dash")
@@ -47,11 +54,11 @@ def test_static_frontier_and_dashboard_agree(default_view) -> None:
     assert (both["cost_per_item_usd"] - both["cost_per_item_usd_dash"]).abs().max() < 1e-15
     off = both.filter(pl.col("on_pareto") != pl.col("on_pareto_dash"))
     assert off.is_empty(), f"Pareto flags differ: {off.select(KEY).rows()}"
-    assert int(metric(at, "On the Pareto front")) == int(static["on_pareto"].sum())
+    assert int(metric(at, "On the Pareto front")) == int(every["on_pareto"].sum())
 
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
     front = next(t for t in figure["data"] if t.get("name") == "Pareto front")
-    expected = static.filter(pl.col("on_pareto") & (pl.col("cost_per_item_usd") > 0)).sort("cost_per_item_usd")
+    expected = every.filter(pl.col("on_pareto") & (pl.col("cost_per_item_usd") > 0)).sort("cost_per_item_usd")
     assert front["x"] == pytest.approx(expected["cost_per_item_usd"].to_list())
     assert front["y"] == pytest.approx(expected["accuracy"].to_list())
     if study_oracles.height:
