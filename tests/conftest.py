@@ -1,7 +1,7 @@
 """Shared fixtures: the repository root, the shared data folder, throw-away DVC projects, and the
 smoke DAG that the end-to-end checks share.
 
-Tiers and markers (README): `slow` tests run DVC stages, servers or real models; `processes`
+Tiers and markers (docs/testing.md): `slow` tests run DVC stages, servers or real models; `processes`
 tests spawn processes and wait on them (kills, locks, servers) and are slow too; `-m "not slow"`
 is the fast unit tier. Under pytest-xdist (`make test`: `-n 2`) `pytest_xdist_make_scheduler`
 below keeps each module on one worker (its module fixtures are built once) and every test of a
