@@ -1,6 +1,6 @@
 """`dlab repro check`: a rerun's headline inside the committed interval, or named outside it."""
 
-from delegation_lab.repro_check import compare
+from delegation_lab.reporting.repro_check import compare
 
 
 def test_compare_checks_every_value_with_an_interval():

@@ -33,9 +33,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.backpressure import Admission, QueueFull
 from delegation_lab.serve.calls import served_item
 from delegation_lab.serve.journal import ServedJournal, served_lock

@@ -9,7 +9,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params.model import ParamsModel
 from delegation_lab.solvers import BACKENDS, price_tables
 from delegation_lab.solvers.replay import FORMATS
 
