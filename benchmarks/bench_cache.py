@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data import build_items
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache

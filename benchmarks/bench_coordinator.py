@@ -24,7 +24,7 @@ from delegation_lab.coordinator.dqn import train_batched
 from delegation_lab.coordinator.envs import DelegationEnv, EnvConfig, ManagementEnv, VecCoordinatorEnv
 from delegation_lab.coordinator.params import DqnParams
 from delegation_lab.coordinator.reference import train_reference
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 
 SEEDS = 20
 STEPS = int(os.environ.get("BENCH_COORDINATOR_STEPS", "2000"))
@@ -87,7 +87,7 @@ def denormal_adam(lanes: int = 40, steps: int = 100) -> None:
     from contextlib import nullcontext
 
     from delegation_lab.coordinator.dqn import make_adam
-    from delegation_lab.torch_runtime import flushed_denormals, torch_threads
+    from delegation_lab.pipeline.torch_runtime import flushed_denormals, torch_threads
 
     def time_steps(flush: bool) -> float:
         params = [torch.zeros(lanes, 13, 128, requires_grad=True), torch.zeros(lanes, 52, 128, requires_grad=True)]

@@ -22,8 +22,8 @@ PAGES = {"studies": "views/studies.py", "trajectories": "views/trajectories.py",
 
 
 def views(root: Path) -> list[tuple[str, str, dict[str, str]]]:
-    from delegation_lab.layout import Layout
-    from delegation_lab.store import connect
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.store import connect
 
     con = connect(Layout(root))
     try:

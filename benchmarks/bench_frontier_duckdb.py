@@ -3,7 +3,7 @@
 Writes 4 methods x 10 seeds x 7,813 episodes x 32 steps (10,000,640 rows) with the project's
 TrajectoryWriter, then computes the frontier's per-method numbers (per seed: accuracy = mean
 correct, cost and calls per item = sums / count of distinct items; then mean and std over seeds)
-once through DuckDB (the views of delegation_lab.store.connect) and once with pandas (pyarrow reads
+once through DuckDB (the views of delegation_lab.pipeline.store.connect) and once with pandas (pyarrow reads
 the same files, groupby). Prints both times, their ratio and the largest difference between the two
 results (must be ~0).
 """
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from delegation_lab.layout import Layout
-from delegation_lab.store import TrajectoryWriter, connect
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.store import TrajectoryWriter, connect
 
 ROWS = 10_000_000
 METHODS = ["dqn_map", "thompson", "auction_vickrey", "margent_manager"]

@@ -38,13 +38,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.config import FrontierParams
+from delegation_lab.params.root import FrontierParams
 from delegation_lab.evaluation import Verifier
-from delegation_lab.frontier import SolverMatrix, build_frontier, pareto_mask
-from delegation_lab.frontier_cascades import all_cascades, run_cascade, search_cascades, verdicts, verifier_seeds
+from delegation_lab.frontier.build import SolverMatrix, build_frontier, pareto_mask
+from delegation_lab.frontier.cascades import all_cascades, run_cascade, search_cascades, verdicts, verifier_seeds
 from delegation_lab.labeling.matchers import MatchSettings, MatchStats, ToMatch, match_numeric
 from delegation_lab.parsing import normalise_number, parse_number_answer
-from delegation_lab.schemas import SUMMARY_SCHEMA
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
 from delegation_lab.solvers.pricing import estimate_tokens
 
 DATA = Path(os.environ.get("BENCH_ZEROEVAL", Path(__file__).resolve().parents[2] / "shared" / "data" / "zeroeval_gsm" / "gsm"))

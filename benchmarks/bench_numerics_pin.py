@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from delegation_lab.numerics import CLEARED_ENV, PINNED_ENV, pinned_environ
+from delegation_lab.pipeline.numerics import CLEARED_ENV, PINNED_ENV, pinned_environ
 
 WORKLOAD = r"""
 import hashlib, time, numpy as np, torch

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def stage_shares(timings_dir: Path = REPO / "metrics" / "timings") -> None:
     """Where the default DAG's CPU goes: per stage, slowest first, with its share of the total."""
-    from delegation_lab.stage_timings import read_timings, timings_markdown
+    from delegation_lab.pipeline.timings import read_timings, timings_markdown
 
     rows = read_timings(timings_dir)
     if not rows:

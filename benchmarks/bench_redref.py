@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref.engine import run_sequences
 from delegation_lab.redref.memory import HashingEmbedder

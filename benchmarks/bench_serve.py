@@ -30,7 +30,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def routing_overhead() -> None:
     from delegation_lab.embeddings import load_embedder, text_features
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
     from delegation_lab.routers import build_router
     from delegation_lab.routers.artifact import save_router
     from delegation_lab.routers.base import Inputs

@@ -1,7 +1,7 @@
 """delegation-lab dashboard: `streamlit run dashboards/app.py` (or `dlab dashboard`).
 
 Five pages over the project's results, all read-only through DuckDB views
-(delegation_lab.store.connect): Frontier, Studies, Trajectories, Compare, Paper vs reproduction.
+(delegation_lab.pipeline.store.connect): Frontier, Studies, Trajectories, Compare, Paper vs reproduction.
 Filters live in the URL (st.query_params), so a view can be shared by its address. The project
 root is `DLAB_ROOT`, else the current working directory.
 """

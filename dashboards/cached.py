@@ -12,8 +12,8 @@ import duckdb
 import streamlit as st
 
 from dashboards import queries
-from delegation_lab.layout import Layout
-from delegation_lab.store import connect
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.store import connect
 
 NO_RESULTS = "No results yet — run `dvc repro` in {root} to build {what}, then reload this page."
 
@@ -159,7 +159,7 @@ class Settings:
 def settings(root: str, stamp: str) -> Settings:
     """What the dashboard reads from the project's params.yaml; the models' defaults when the file is
     absent or does not validate (a results folder copied without it)."""
-    from delegation_lab.config import TrackingParams, load_params
+    from delegation_lab.params.root import TrackingParams, load_params
     from delegation_lab.errors import ConfigError
     from delegation_lab.evaluation.params import IntervalParams
 

@@ -14,7 +14,7 @@ from dashboards.charts import ORACLE_COLOR, PALETTE, dollar_ticks
 
 
 def arrangement_label(p: dict[str, Any]) -> str:
-    """As `delegation_lab.portfolio.arrangement_label` (which imports the routers' torch): 'cascade:
+    """As `delegation_lab.portfolio.selection.arrangement_label` (which imports the routers' torch): 'cascade:
     a > b' (cheap first), 'router knn lambda=0.1: a | b', 'single: a'."""
     if p["arrangement"] == "router":
         return f"router {p.get('router', '?')} lambda={p['knob']:g}: {' | '.join(p['models'])}"

@@ -1,6 +1,6 @@
 """The dashboard's DuckDB queries, kept apart from Streamlit so tests run the very same SQL.
 
-Every function takes a connection from `delegation_lab.store.connect` (views items, answers,
+Every function takes a connection from `delegation_lab.pipeline.store.connect` (views items, answers,
 labels, trajectories, summaries, frontier) and returns a small, already aggregated polars frame or
 a list of values; nothing here reads a whole table into memory.
 """
@@ -17,8 +17,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from delegation_lab.frontier import pareto_mask
-from delegation_lab.paper import read_all
+from delegation_lab.frontier.build import pareto_mask
+from delegation_lab.reporting.paper import read_all
 
 NONE_LABEL = "(none)"  # how a NULL dataset / solver set / split shows in a filter
 ALL = "(all)"  # the "no filter" choice of a selectbox

@@ -11,8 +11,8 @@ import polars as pl
 
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap
-from delegation_lab.frontier import pareto_mask
-from delegation_lab.frontier_baselines import oracle_items
+from delegation_lab.frontier.build import pareto_mask
+from delegation_lab.frontier.baselines import oracle_items
 
 MANY = 8  # more solvers than this: the default subset is the singles' Pareto set and the best single
 

@@ -3,9 +3,9 @@ from the ability split only."""
 
 import polars as pl
 
-from delegation_lab.ability import build_ability_map
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import (
+from delegation_lab.ability.maps import build_ability_map
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.tables import (
     read_items,
     read_labeled_answers,
     write_csv_atomic,

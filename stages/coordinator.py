@@ -18,10 +18,10 @@ from delegation_lab.coordinator.results import (
 from delegation_lab.coordinator.study import CoordinatorStudy, prepare_inputs
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import write_json_atomic
-from delegation_lab.tracking import metric_names
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import write_json_atomic
+from delegation_lab.tracking.tracker import metric_names
 
 STUDY = "coordinator"
 

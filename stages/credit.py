@@ -22,11 +22,11 @@ from delegation_lab.credit.report import (
 from delegation_lab.credit.run_report import report_lines, setup_block, timing
 from delegation_lab.credit.study import MethodOutcome, run_study
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import write_json_atomic
-from delegation_lab.torch_runtime import resolve_device
-from delegation_lab.tracking import metric_names
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import write_json_atomic
+from delegation_lab.pipeline.torch_runtime import resolve_device
+from delegation_lab.tracking.tracker import metric_names
 
 STUDY = "credit"
 

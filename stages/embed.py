@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.embeddings import TEXT_FEATURES, HashingEmbedder, embedder_slug, load_embedder, text_features
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import read_items, write_json_atomic, write_parquet_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.tables import read_items, write_json_atomic, write_parquet_atomic
 
 STAGE = "embed"
 

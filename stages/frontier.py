@@ -6,14 +6,14 @@ import polars as pl
 
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
-from delegation_lab.frontier import BASELINES, frontier_with_outcomes
-from delegation_lab.frontier_plot import plot_frontier
-from delegation_lab.frontier_served import ServedPoints, served_points
-from delegation_lab.layout import Layout
+from delegation_lab.frontier.build import BASELINES, frontier_with_outcomes
+from delegation_lab.frontier.plot import plot_frontier
+from delegation_lab.frontier.served import ServedPoints, served_points
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.journal import read_decisions
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import skip_reason
-from delegation_lab.tables import (
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.skip import skip_reason
+from delegation_lab.pipeline.tables import (
     read_labeled_answers,
     read_outcomes,
     read_summaries,

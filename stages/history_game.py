@@ -16,9 +16,9 @@ from delegation_lab.games.study import (
     train_conditions,
     trajectory_frames,
 )
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import TrajectoryWriter
-from delegation_lab.tables import write_csv_atomic, write_json_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.store import TrajectoryWriter
+from delegation_lab.pipeline.tables import write_csv_atomic, write_json_atomic
 
 STUDY = "history_game"
 

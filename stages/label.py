@@ -11,8 +11,8 @@ from delegation_lab.errors import InputError
 from delegation_lab.labeling.labels import build_labels, replay_accuracy
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, current_answers
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import read_items, read_table, write_json_atomic, write_parquet_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.tables import read_items, read_table, write_json_atomic, write_parquet_atomic
 
 
 def label(ctx: StageContext) -> None:

@@ -8,9 +8,9 @@ import polars as pl
 
 from delegation_lab.margent import study
 from delegation_lab.margent.schemas import AgentView
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import skip_stage
-from delegation_lab.tables import read_table, write_json_atomic, write_parquet_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.skip import skip_stage
+from delegation_lab.pipeline.tables import read_table, write_json_atomic, write_parquet_atomic
 
 
 def unsupported(pools: study.Pools, margent, dataset: str) -> str | None:

@@ -9,10 +9,10 @@ from delegation_lab.errors import InputError
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import skip_reason, skip_stage
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.skip import skip_reason, skip_stage
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import read_table, write_csv_atomic, write_json_atomic
 
 
 def replicated(ctx: StageContext, metrics: dict) -> dict:

@@ -7,9 +7,9 @@ import polars as pl
 
 from delegation_lab.margent import study
 from delegation_lab.margent.params import rho_label
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.stage_skip import skip_reason, skip_stage
-from delegation_lab.tables import read_table, write_csv_atomic, write_json_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.skip import skip_reason, skip_stage
+from delegation_lab.pipeline.tables import read_table, write_csv_atomic, write_json_atomic
 
 
 def train(ctx: StageContext) -> None:

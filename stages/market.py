@@ -22,10 +22,10 @@ from delegation_lab.market.report import (
     summary_rows,
 )
 from delegation_lab.market.study import SweepResult, progress_bars, run_study
-from delegation_lab.schemas import SUMMARY_SCHEMA
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import write_json_atomic
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import write_json_atomic
 
 STUDY = "market"
 

@@ -1,9 +1,9 @@
 """Stage `portfolio`: which k models, in which arrangement, to deploy, chosen on
 `portfolio.select_split` and reported on `frontier.split` (metrics/portfolio.json, plots/portfolio/)."""
 
-from delegation_lab.portfolio import write_portfolio
-from delegation_lab.portfolio_report import portfolio_table
-from delegation_lab.stage import StageContext, run_stage
+from delegation_lab.portfolio.selection import write_portfolio
+from delegation_lab.portfolio.report import portfolio_table
+from delegation_lab.pipeline.stage import StageContext, run_stage
 
 
 def portfolio(ctx: StageContext) -> None:

@@ -2,9 +2,9 @@
 
 from delegation_lab.data import build_items
 from delegation_lab.data.items import items_frame
-from delegation_lab.schemas import SPLITS
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import write_json_atomic, write_parquet_atomic
+from delegation_lab.pipeline.schemas import SPLITS
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.tables import write_json_atomic, write_parquet_atomic
 
 
 def prepare(ctx: StageContext) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.redref import plots
 from delegation_lab.redref.study import STUDY, run_study
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import write_json_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import write_json_atomic
 
 
 def redref(ctx: StageContext) -> None:

@@ -24,9 +24,9 @@ from delegation_lab.routers.study import (
     summary_rows,
     trajectory_frame,
 )
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import write_csv_atomic, write_json_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import write_csv_atomic, write_json_atomic
 
 
 def routers(ctx: StageContext) -> None:

@@ -4,13 +4,13 @@ import argparse
 
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.base import configured_secrets, mask_secrets
 from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.solvers.executor import build_executor
-from delegation_lab.stage import StageContext, run_stage
-from delegation_lab.tables import read_items, write_json_atomic
+from delegation_lab.pipeline.stage import StageContext, run_stage
+from delegation_lab.pipeline.tables import read_items, write_json_atomic
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 # MLflow's telemetry thread can delete a variable from os.environ while this process iterates it
-# (env_with_venv, requests): see delegation_lab.tracking. Off for the tests and every child.
+# (env_with_venv, requests): see delegation_lab.tracking.tracker. Off for the tests and every child.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def env_with_venv() -> dict[str, str]:
     pinned numerics a stage would re-execute itself into (numerics.pin_numerics), so a stage the
     tests start imports its libraries once, not twice (~2 CPU s per torch stage). Where the
     re-execution itself is tested (tests/test_numerics.py) the test removes the pins."""
-    from delegation_lab import numerics
+    from delegation_lab.pipeline import numerics
 
     env = numerics.pinned_environ(dict(os.environ)) if numerics.applies() else dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"

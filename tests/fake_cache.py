@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.ability import build_ability_map
-from delegation_lab.config import AbilityMapParams
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import ITEMS_SCHEMA
-from delegation_lab.tables import conform, write_parquet_atomic
+from delegation_lab.ability.maps import build_ability_map
+from delegation_lab.params.root import AbilityMapParams
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import ITEMS_SCHEMA
+from delegation_lab.pipeline.tables import conform, write_parquet_atomic
 
 # name: (accuracy at difficulty 1, accuracy drop per difficulty step, cost per item in $)
 PROFILES = {"A": (0.99, 0.01, 0.002), "B": (0.92, 0.06, 0.0004), "C": (0.75, 0.15, 0.00003)}
@@ -51,7 +51,7 @@ def write_fake_cache(root: Path, sizes: dict[str, int] = SIZES, profiles: dict =
     labels_df = pl.concat(labels)
     write_parquet_atomic(labels_df, layout.labels)
     if with_map:
-        from delegation_lab.tables import read_labeled_answers
+        from delegation_lab.pipeline.tables import read_labeled_answers
 
         ability = read_labeled_answers(layout).filter(pl.col("split") == "ability")
         write_parquet_atomic(build_ability_map(ability, AbilityMapParams()), layout.ability_map)

@@ -129,7 +129,7 @@ class FakeBackend:
 def write_project(root: Path, fake_url: str, small_url: str | None = None) -> Path:
     """A project: the repository's params with solvers `fake` (and `small`, a llama.cpp server),
     the agreement verifier over `fake`, and a saved kNN router over the solvers."""
-    from delegation_lab.config import parse_params, read_yaml
+    from delegation_lab.params.root import parse_params, read_yaml
 
     params = read_yaml(REPO / "params.yaml")
     endpoint = {"api_key_env": "FAKE_BACKEND_KEY", "max_retries": 0, "timeout_s": 60, "concurrency": 64}
@@ -155,7 +155,7 @@ def write_project(root: Path, fake_url: str, small_url: str | None = None) -> Pa
 def save_knn_router(root: Path, solvers: list[str]) -> Path:
     """A kNN router fitted so that questions about `alpha` go to solvers[0], about `beta` to solvers[1]."""
     from delegation_lab.embeddings import HashingEmbedder, text_features
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
     from delegation_lab.routers import build_router
     from delegation_lab.routers.artifact import save_router
     from delegation_lab.routers.base import Inputs

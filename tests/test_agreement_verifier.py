@@ -10,13 +10,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import FrontierParams, parse_params, read_yaml
+from delegation_lab.params.root import FrontierParams, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation import VerifierParams, build_verifier, error_rates
 from delegation_lab.evaluation.agreement import from_answers
-from delegation_lab.frontier import SolverMatrix, baseline_points
-from delegation_lab.frontier_baselines import cascade_items
-from delegation_lab.layout import Layout
+from delegation_lab.frontier.build import SolverMatrix, baseline_points
+from delegation_lab.frontier.baselines import cascade_items
+from delegation_lab.pipeline.layout import Layout
 
 from .conftest import REPO
 

@@ -28,7 +28,7 @@ def test_a_benchmark_imports_and_has_main(name):
 
 def test_frontier_scale_calls_the_cascade_api_it_times():
     """bench_frontier_scale's front_recall once called run_cascade without its verifier."""
-    from delegation_lab.frontier_cascades import run_cascade
+    from delegation_lab.frontier.cascades import run_cascade
 
     source = inspect.getsource(importlib.import_module("benchmarks.bench_frontier_scale"))
     calls = [line for line in source.splitlines() if "run_cascade(" in line and "import" not in line]

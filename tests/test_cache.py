@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data import build_items
 from delegation_lab.data.params import DataParams
 from delegation_lab.solvers.base import Generation, Request, Solver

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from delegation_lab.config import Params, load_params, parse_params, read_yaml
+from delegation_lab.params.root import Params, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
-from delegation_lab.params_docs import render_params_docs, undocumented
+from delegation_lab.params.docs import render_params_docs, undocumented
 
 from .conftest import BIN, REPO, run
 
@@ -28,7 +28,7 @@ def test_committed_params_and_profiles_are_valid():
     assert set(params.solvers) == {"A", "B", "C"}
     assert params.data.dataset == "arith"
     for profile in (REPO / "profiles").glob("*.yaml"):
-        from delegation_lab.config import deep_merge
+        from delegation_lab.params.root import deep_merge
 
         parse_params(deep_merge(RAW, yaml.safe_load(profile.read_text())), str(profile))
 

@@ -170,7 +170,7 @@ def test_the_replay_buffer_gives_back_each_lanes_transitions():
 
 def test_denormals_are_flushed_inside_the_block_only():
     """A process-wide flush would leak into other code (numpy, hypothesis' float strategies)."""
-    from delegation_lab.torch_runtime import flushed_denormals
+    from delegation_lab.pipeline.torch_runtime import flushed_denormals
 
     tiny = torch.tensor([1e-39], dtype=torch.float32)  # a float32 denormal
     assert (tiny * 1.0).item() != 0.0

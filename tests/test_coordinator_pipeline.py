@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
-from delegation_lab.sealed_query import run_query
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.query.sealed import run_query
 
 from .conftest import BIN, make_project, run
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from delegation_lab.config import load_params, parse_params
+from delegation_lab.params.root import load_params, parse_params
 from delegation_lab.coordinator.params import CoordinatorParams, DqnParams, SweepParams
 from delegation_lab.coordinator.results import (
     PAPER_TABLES,
@@ -26,8 +26,8 @@ from delegation_lab.coordinator.results import (
 )
 from delegation_lab.coordinator.study import CoordinatorStudy, prepare_inputs
 from delegation_lab.errors import ConfigError, InputError
-from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
-from delegation_lab.tables import write_parquet_atomic
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.pipeline.tables import write_parquet_atomic
 
 from .conftest import REPO
 from .fake_cache import write_fake_cache
@@ -54,7 +54,7 @@ def fake(tmp_path_factory) -> Path:
 def finished(fake):
     torch.set_num_threads(1)
     params = small_params()
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
 
     env_layout, data = prepare_inputs(params, SOLVERS, None, Layout(fake))
     study = CoordinatorStudy(params, data, env_layout, log=lambda _: None)
@@ -81,7 +81,7 @@ def test_bad_params_name_the_key(key, value, message):
 
 
 def test_a_route_naming_an_unknown_solver_is_refused(fake):
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
 
     params = small_params(routes=[["A"], ["A", "D"]])
     with pytest.raises(InputError, match=r"coordinator.routes\[1\]: unknown solver\(s\) \['D'\]"):
@@ -234,7 +234,7 @@ def test_default_scale_params_are_the_papers():
 
 def test_mgmt_policy_under_delegation_rules_plays_routes_as_joint_actions(fake):
     from delegation_lab.coordinator.actions import delegation_actions, route_as_joint_action
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
 
     params = small_params(seeds=2, methods=["dqn_map", "mgmt_policy", "always_a"], mgmt_policy_rules="delegation",
                           sweep=SweepParams(seeds=0))
@@ -258,7 +258,7 @@ def test_delegation_trained_in_a_second_process_gives_the_same_numbers(fake, fin
     one process after the other gives every method the same training curves and held-out results."""
     params, _, runs = finished
     assert params.workers == 2
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
 
     one = small_params(workers=1)
     env_layout, data = prepare_inputs(one, SOLVERS, None, Layout(fake))

@@ -26,9 +26,9 @@ from delegation_lab.credit.report import train_frames as study_train_frames
 from delegation_lab.credit.shapley import shapley_by_definition
 from delegation_lab.credit.study import run_study
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
-from delegation_lab.store import TrajectoryWriter, connect
-from delegation_lab.tables import read_labeled_answers
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.store import TrajectoryWriter, connect
+from delegation_lab.pipeline.tables import read_labeled_answers
 
 from .conftest import REPO
 from .fake_cache import write_fake_cache

@@ -11,11 +11,11 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import deep_merge, read_yaml
-from delegation_lab.layout import Layout
-from delegation_lab.paper import paper_vs_ours
-from delegation_lab.schemas import SUMMARY_SCHEMA
-from delegation_lab.store import connect
+from delegation_lab.params.root import deep_merge, read_yaml
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.reporting.paper import paper_vs_ours
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
+from delegation_lab.pipeline.store import connect
 
 from .conftest import BIN, REPO, run, stage_here
 
@@ -160,8 +160,8 @@ def test_plots_and_mlflow(stage_root):
 def test_the_frontier_keeps_the_simulated_task_apart(stage_root):
     """credit's rows name their own dataset: they get their own Pareto set and never enter the cached
     answers' frontier, its methods summary or its picture."""
-    from delegation_lab.config import FrontierParams
-    from delegation_lab.frontier import build_frontier
+    from delegation_lab.params.root import FrontierParams
+    from delegation_lab.frontier.build import build_frontier
 
     labeled = pl.DataFrame({"item_id": list("abcd") * 2, "solver": ["A"] * 4 + ["B"] * 4,
                             "correct": [True, True, True, False, True, False, False, False],

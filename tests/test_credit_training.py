@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.credit.env import (
     DISTRACTOR,
     EVIDENCE,
@@ -27,7 +27,7 @@ from delegation_lab.credit.grpo import Trainer, group_normalise, method_spec, tr
 from delegation_lab.credit.params import CreditParams, EnvParams
 from delegation_lab.credit.shapley import shapley
 from delegation_lab.credit.study import make_pools
-from delegation_lab.torch_runtime import resolve_device
+from delegation_lab.pipeline.torch_runtime import resolve_device
 from delegation_lab.errors import ConfigError, InputError
 
 from .conftest import REPO

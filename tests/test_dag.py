@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import load_params
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
-from delegation_lab.stage_skip import skip_reason, skip_stage
+from delegation_lab.params.root import load_params
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.skip import skip_reason, skip_stage
 
 from .conftest import REPO, make_project, stage_here
 

@@ -14,14 +14,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import FrontierParams
+from delegation_lab.params.root import FrontierParams
 from delegation_lab.data.items import Item, items_frame
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.frontier import DEFAULT_VERIFIER, build_frontier
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import ANSWERS_SCHEMA, CREDIT_SCHEMA, LABELS_SCHEMA
-from delegation_lab.store import TrajectoryWriter, connect, write_summaries
-from delegation_lab.tables import read_labeled_answers, read_outcomes, write_json_atomic, write_parquet_atomic
+from delegation_lab.frontier.build import DEFAULT_VERIFIER, build_frontier
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import ANSWERS_SCHEMA, CREDIT_SCHEMA, LABELS_SCHEMA
+from delegation_lab.pipeline.store import TrajectoryWriter, connect, write_summaries
+from delegation_lab.pipeline.tables import read_labeled_answers, read_outcomes, write_json_atomic, write_parquet_atomic
 
 streamlit_testing = pytest.importorskip("streamlit.testing.v1")
 AppTest = streamlit_testing.AppTest

@@ -275,8 +275,8 @@ def test_frontier_with_chromium_command_line(server: str) -> None:
 def views(root: Path) -> list[tuple[str, str]]:
     """(name, path?query) of every page view the results hold: the frontier of each dataset, the
     studies page of each study x split (and each study with summaries only), the other pages once."""
-    from delegation_lab.layout import Layout
-    from delegation_lab.store import connect
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.store import connect
 
     con = connect(Layout(root))
     try:

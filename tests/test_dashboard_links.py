@@ -10,8 +10,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dashboards.links import StepsKey, parse_steps, steps_url, trajectory_method
-from delegation_lab.layout import Layout
-from delegation_lab.store import TrajectoryWriter
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.store import TrajectoryWriter
 
 # (study, method, operating point, the partition the study writes its steps to), as each study names them
 POINTS = [

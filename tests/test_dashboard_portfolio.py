@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from delegation_lab.tables import write_json_atomic
+from delegation_lab.pipeline.tables import write_json_atomic
 
 from .test_portfolio import GOLD, params, table
 from .test_portfolio_routers import embeddings, with_knn
@@ -20,7 +20,7 @@ PAGE = "views/portfolio.py"
 
 def write_portfolio_metrics(root: Path) -> dict:
     """metrics/portfolio.json of the 4-model toy (k = 2 chosen: the kNN router over a and b) under `root`."""
-    from delegation_lab.portfolio import build_portfolio
+    from delegation_lab.portfolio.selection import build_portfolio
 
     metrics = build_portfolio(table(), with_knn(params()), GOLD, embeddings())
     write_json_atomic(metrics, root / "metrics" / "portfolio.json")

@@ -377,9 +377,9 @@ HM_METRICS = {"management": {
 
 @pytest.mark.parametrize("backend", ["simulated", "replay"])
 def test_calibrated_rows_say_not_fitted_on_replayed_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
-    from delegation_lab.layout import Layout
-    from delegation_lab.schemas import ANSWERS_SCHEMA
-    from delegation_lab.tables import write_json_atomic, write_parquet_atomic
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.schemas import ANSWERS_SCHEMA
+    from delegation_lab.pipeline.tables import write_json_atomic, write_parquet_atomic
 
     layout = Layout(tmp_path)
     write_json_atomic(HM_METRICS, layout.metrics("coordinator"))

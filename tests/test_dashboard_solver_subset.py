@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 
 from dashboards import solver_subset
-from delegation_lab.config import FrontierParams
+from delegation_lab.params.root import FrontierParams
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.params import IntervalParams
-from delegation_lab.frontier import frontier_with_outcomes
-from delegation_lab.frontier_baselines import BASELINES
-from delegation_lab.layout import Layout
-from delegation_lab.tables import read_labeled_answers
+from delegation_lab.frontier.build import frontier_with_outcomes
+from delegation_lab.frontier.baselines import BASELINES
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.tables import read_labeled_answers
 from tests.test_dashboard import APP, SOLVERS, AppTest, metric, widget
 from tests.test_dashboard import synthetic_project  # noqa: F401 - the fixture
 

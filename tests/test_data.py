@@ -174,7 +174,7 @@ def test_corrupt_or_empty_parquet_table_names_the_file(tmp_path: Path):
 
 
 def test_dataset_sizes_beyond_the_source_fail_naming_the_key(tmp_path: Path):
-    from delegation_lab.config import ConfigError, parse_params
+    from delegation_lab.params.root import ConfigError, parse_params
 
     with pytest.raises(ValueError, match=r"data\.test_size=1000000000: arith generates at most 1,000,000 items"):
         DataParams(test_size=1_000_000_000)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from delegation_lab.cli import app
-from delegation_lab.doc_numbers import lookup, problems, refresh, scan
+from delegation_lab.reporting.doc_numbers import lookup, problems, refresh, scan
 
 REPO = Path(__file__).resolve().parents[1]
 

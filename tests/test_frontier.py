@@ -8,12 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import FrontierParams
+from delegation_lab.params.root import FrontierParams
 from delegation_lab.data import build_items
 from delegation_lab.data.params import DataParams
 from delegation_lab.evaluation import IntervalParams, Verifier
 from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
-from delegation_lab.frontier import (
+from delegation_lab.frontier.build import (
     Anchors,
     SolverMatrix,
     aiq,
@@ -26,7 +26,7 @@ from delegation_lab.frontier import (
     pareto_mask,
 )
 from delegation_lab.labeling.matchers import imported_correct
-from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 from delegation_lab.solvers import build_solver
 
 DEFAULT_NAME = Verifier("judge", 0.02, 0.03).name

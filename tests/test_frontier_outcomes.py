@@ -8,13 +8,13 @@ import polars as pl
 import pytest
 
 from dashboards import paired
-from delegation_lab.config import FrontierParams
+from delegation_lab.params.root import FrontierParams
 from delegation_lab.evaluation import IntervalParams
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.frontier import BASELINES, build_frontier, frontier_with_outcomes
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
-from delegation_lab.tables import read_outcomes
+from delegation_lab.frontier.build import BASELINES, build_frontier, frontier_with_outcomes
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.tables import read_outcomes
 
 ITEMS = [f"i{k:02d}" for k in range(40)]
 

@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import FrontierParams, parse_params
+from delegation_lab.params.root import FrontierParams, parse_params
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation import IntervalParams, Verifier
-from delegation_lab.frontier import build_frontier, pareto_mask
-from delegation_lab.schemas import SUMMARY_SCHEMA
+from delegation_lab.frontier.build import build_frontier, pareto_mask
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
 
 from .conftest import REPO
 

@@ -10,12 +10,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import FrontierParams
+from delegation_lab.params.root import FrontierParams
 from delegation_lab.evaluation.outcomes import write_outcomes
-from delegation_lab.frontier import BASELINES, DEFAULT_VERIFIER, frontier_with_outcomes
-from delegation_lab.frontier_served import served_points
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import SUMMARY_SCHEMA
+from delegation_lab.frontier.build import BASELINES, DEFAULT_VERIFIER, frontier_with_outcomes
+from delegation_lab.frontier.served import served_points
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
 from delegation_lab.serve.journal import DECISIONS_SCHEMA
 
 ITEMS = [f"i{k:02d}" for k in range(30)]

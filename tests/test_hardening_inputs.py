@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from delegation_lab.config import deep_merge, parse_params, read_yaml
+from delegation_lab.params.root import deep_merge, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, short_repr
 from delegation_lab.games.help_game import HelpGame
 from delegation_lab.games.iql import BatchedIQL
 from delegation_lab.games.limits import estimate_iql_memory
 from delegation_lab.games.study import blocks_for
-from delegation_lab.params_model import MAX_ALIAS_VALUES, YAMLRefused, load_yaml
+from delegation_lab.params.model import MAX_ALIAS_VALUES, YAMLRefused, load_yaml
 
 from .conftest import BIN, REPO
 from .test_hardening_query import run_with_peak
@@ -182,7 +182,7 @@ def test_the_estimate_counts_the_arrays_the_learner_allocates(money: dict):
 TRAIN = f"""
 import resource, sys
 from pathlib import Path
-from delegation_lab.config import deep_merge, parse_params, read_yaml
+from delegation_lab.params.root import deep_merge, parse_params, read_yaml
 from delegation_lab.games.study import help_games, train_conditions, trajectory_frames
 overlay = {{"history_game": {{"workers": 1, "iql": {{"seeds": 6, "episodes": 1500}}}}}}
 params = parse_params(deep_merge(read_yaml(Path({str(REPO / "params.yaml")!r})), overlay)).history_game

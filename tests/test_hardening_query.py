@@ -12,10 +12,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from delegation_lab.layout import Layout
-from delegation_lab.query_output import write_rows
-from delegation_lab.sealed_query import default_memory_limit, machine_memory, stream_query
-from delegation_lab.tables import write_parquet_atomic
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.query.output import write_rows
+from delegation_lab.query.sealed import default_memory_limit, machine_memory, stream_query
+from delegation_lab.pipeline.tables import write_parquet_atomic
 
 from .conftest import BIN, env_with_venv
 from .memory_probe import peak_rss_mib

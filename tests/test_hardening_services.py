@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from delegation_lab.config import TrackingParams
-from delegation_lab.tracking import Tracker
+from delegation_lab.params.root import TrackingParams
+from delegation_lab.tracking.tracker import Tracker
 
 from .conftest import BIN, REPO, env_with_venv, run
 
@@ -101,7 +101,7 @@ def test_the_token_gate_refuses_without_the_token_and_forwards_with_it(tmp_path:
 
     import httpx
 
-    from delegation_lab.tracking_auth import TokenGate
+    from delegation_lab.tracking.auth import TokenGate
 
     gate = TokenGate("s3cret", str(tmp_path / "unused.sock"))
     gate.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=echo), base_url="http://127.0.0.1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data.arith import generate
 from delegation_lab.coordinator.hardness import hardness_table, markdown
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 from pettingzoo.test import parallel_api_test
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.errors import ConfigError
 from delegation_lab.games.help_game import NULL, YES, HelpGame, MoneyHelpEnv
 from delegation_lab.games.iql import BatchedIQL, pick, train_iql

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.paper import paper_vs_ours
+from delegation_lab.reporting.paper import paper_vs_ours
 
 from .conftest import BIN, REPO, run, stage_here, upstream
 

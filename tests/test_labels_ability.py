@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 from scipy.stats import binomtest
 
-from delegation_lab.ability import bucket_label, bucket_of, build_ability_map, lookup, wilson_interval
-from delegation_lab.config import AbilityMapParams, LabelParams, load_params
+from delegation_lab.ability.maps import bucket_label, bucket_of, build_ability_map, lookup, wilson_interval
+from delegation_lab.params.root import AbilityMapParams, LabelParams, load_params
 from delegation_lab.data.items import Item, items_frame
 from delegation_lab.labeling.labels import build_labels
 from delegation_lab.solvers.base import Answer

@@ -1,4 +1,4 @@
-"""One place for every path: outside `delegation_lab.layout`, no string in `src/` or `stages/` starts
+"""One place for every path: outside `delegation_lab.pipeline.layout`, no string in `src/` or `stages/` starts
 with one of the project's folders (`data/`, `results/`, `metrics/`, `plots/`, `models/`): stages and
 studies ask `Layout` for their paths."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from .conftest import REPO
 
 FOLDERS = ("data/", "results/", "metrics/", "plots/", "models/")
-ALLOWED = {REPO / "src" / "delegation_lab" / "layout.py"}
+ALLOWED = {REPO / "src" / "delegation_lab" / "pipeline" / "layout.py"}
 
 
 def strings_starting_with_a_folder(path: Path) -> list[str]:
@@ -31,7 +31,7 @@ def test_no_path_literal_outside_the_layout_module():
     files = [p for d in ("src", "stages") for p in sorted((REPO / d).rglob("*.py")) if p not in ALLOWED]
     assert len(files) > 100
     found = [hit for p in files for hit in strings_starting_with_a_folder(p)]
-    assert not found, "paths belong in delegation_lab.layout.Layout:\n" + "\n".join(found)
+    assert not found, "paths belong in delegation_lab.pipeline.layout.Layout:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_a_path_literal(tmp_path: Path):

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.ability import wilson_interval
+from delegation_lab.ability.maps import wilson_interval
 from delegation_lab.data.arith import generate
 from delegation_lab.data.params import ArithParams
 from delegation_lab.margent import analysis

@@ -13,12 +13,12 @@ from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
 from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.margent import study
 from delegation_lab.margent.params import MargentParams
-from delegation_lab.paper import paper_vs_ours
-from delegation_lab.schemas import SUMMARY_SCHEMA
-from delegation_lab.sealed_query import run_query
+from delegation_lab.reporting.paper import paper_vs_ours
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
+from delegation_lab.query.sealed import run_query
 
 from .conftest import BIN, REPO, copy_project, ran, run, stage_here, upstream
 

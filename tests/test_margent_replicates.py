@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import items_frame
 from delegation_lab.data.params import ArithParams
@@ -17,7 +17,7 @@ from delegation_lab.margent import replicates, study
 from delegation_lab.margent.params import rho_label
 from delegation_lab.margent.sensitivity import LABELS, variants
 from delegation_lab.margent.simulator import SimulatedTeam
-from delegation_lab.paper import paper_vs_ours
+from delegation_lab.reporting.paper import paper_vs_ours
 
 from .conftest import REPO
 

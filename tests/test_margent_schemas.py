@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import Item
 from delegation_lab.data.params import ArithParams

@@ -12,14 +12,14 @@ import torch
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import Verifier
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.market.answers import AnswersDomain, solver_matrices
 from delegation_lab.market.engine import Market
 from delegation_lab.market.params import AnswersParams, MarketParams
 from delegation_lab.market.report import answers_metrics, outcome_rows, summary_rows
 from delegation_lab.market.study import run_answers
-from delegation_lab.schemas import SUMMARY_SCHEMA
-from delegation_lab.store import write_summaries
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA
+from delegation_lab.pipeline.store import write_summaries
 
 
 def labeled(n_train: int = 400, n_test: int = 200, seed: int = 0) -> pl.DataFrame:

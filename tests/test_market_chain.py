@@ -9,13 +9,13 @@ import pytest
 import torch
 import yaml
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.errors import ConfigError
 from delegation_lab.market.chain import ChainDomain
 from delegation_lab.market.params import ChainParams, MarketParams, market_cells
 from delegation_lab.market.report import chain_metrics
 from delegation_lab.market.study import run_chain
-from delegation_lab.paper import paper_vs_ours
+from delegation_lab.reporting.paper import paper_vs_ours
 
 from .conftest import REPO
 

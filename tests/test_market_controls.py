@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.errors import ConfigError
 from delegation_lab.market.bidders import ShadeSamples, make_bidder
 from delegation_lab.market.bidders.base import logit
@@ -19,7 +19,7 @@ from delegation_lab.market.networks import Heads
 from delegation_lab.market.params import ChainParams, MarketParams
 from delegation_lab.market.report import centralised_metrics, chain_metrics, market_provenance, spread_sweep_metrics
 from delegation_lab.market.study import WorldResult, chain_cells
-from delegation_lab.paper import paper_vs_ours
+from delegation_lab.reporting.paper import paper_vs_ours
 
 from .conftest import REPO
 

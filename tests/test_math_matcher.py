@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from delegation_lab.config import LabelParams
+from delegation_lab.params.root import LabelParams
 from delegation_lab.data.items import Item, items_frame, items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.labeling.labels import build_labels

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delegation_lab.numerics import CLEARED_ENV, PINNED_ENV, applies, pinned, pinned_environ
+from delegation_lab.pipeline.numerics import CLEARED_ENV, PINNED_ENV, applies, pinned, pinned_environ
 
 from .conftest import BIN, REPO, copy_project, env_with_venv
 
@@ -32,7 +32,7 @@ def unpinned_env() -> dict[str, str]:
 
 PROBE = """
 import os, sys
-from delegation_lab.stage import run_stage
+from delegation_lab.pipeline.stage import run_stage
 
 def probe(ctx):
     import numpy, torch
@@ -54,7 +54,7 @@ def test_pinned_environ_sets_every_pin_and_clears_what_contradicts_it():
 
 def test_an_in_process_stage_run_is_never_reexecuted():
     """pytest runs stages in-process (conftest.stage_here): re-executing would replace pytest."""
-    from delegation_lab.numerics import _started_as_this_script
+    from delegation_lab.pipeline.numerics import _started_as_this_script
 
     assert not _started_as_this_script()
 
@@ -67,7 +67,7 @@ def test_a_stage_started_from_the_command_line_runs_pinned_whatever_the_environm
     env = {**unpinned_env(), **OTHER_CPU, "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["AVX2", "AVX2", "1", "v3", "False"]
+    assert out.stdout.split() == ["AVX2", "COMPATIBLE", "1", "v3", "False"]
 
 
 def _is_timing(key: str) -> bool:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from delegation_lab.numerics import applies
+from delegation_lab.pipeline.numerics import applies
 from delegation_lab.pipeline.fingerprint import AMD_EPYC, fingerprints, recorded
 
 from .conftest import BIN, env_with_venv

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from delegation_lab.cli import app
 from delegation_lab.errors import InputError
-from delegation_lab.paper import paper_vs_ours, read_all
+from delegation_lab.reporting.paper import paper_vs_ours, read_all
 
 METRICS = {
     "always_a": {"accuracy": 0.83, "paper": {"accuracy": 0.84}},

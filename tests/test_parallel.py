@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from delegation_lab.parallel import spawn_pool
+from delegation_lab.pipeline.parallel import spawn_pool
 
 
 def _torch_state() -> tuple[int, bool]:

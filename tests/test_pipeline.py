@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.schemas import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
+from delegation_lab.pipeline.schemas import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, ITEMS_SCHEMA, LABELS_SCHEMA
 
 from .conftest import BIN, copy_project, ran, run, upstream
 

@@ -1,4 +1,4 @@
-"""Portfolio selection (`delegation_lab.portfolio`): chosen on the selection split only, reported on
+"""Portfolio selection (`delegation_lab.portfolio.selection`): chosen on the selection split only, reported on
 the frontier split, a cascade of cheap complementary models beating the best single at less cost."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from delegation_lab.config import PortfolioParams, parse_params, read_yaml
+from delegation_lab.params.root import PortfolioParams, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation.verifier import Verifier
-from delegation_lab.portfolio import build_portfolio
-from delegation_lab.portfolio_report import plot_portfolio, portfolio_table
+from delegation_lab.portfolio.selection import build_portfolio
+from delegation_lab.portfolio.report import plot_portfolio, portfolio_table
 
 from .conftest import REPO
 

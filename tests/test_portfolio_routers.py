@@ -1,4 +1,4 @@
-"""Routers as a portfolio arrangement (`delegation_lab.portfolio_routers`): one kNN fit on all models
+"""Routers as a portfolio arrangement (`delegation_lab.portfolio.routers`): one kNN fit on all models
 routes any k-set exactly as a kNN router fitted on those k models; a router is chosen on out-of-fold
 routing of the selection split and wins where it is cheaper than the cascade at the same accuracy."""
 
@@ -8,11 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import PortfolioParams
+from delegation_lab.params.root import PortfolioParams
 from delegation_lab.errors import ConfigError
-from delegation_lab.portfolio import build_portfolio
-from delegation_lab.portfolio_report import portfolio_table
-from delegation_lab.portfolio_routers import fit_predict
+from delegation_lab.portfolio.selection import build_portfolio
+from delegation_lab.portfolio.report import portfolio_table
+from delegation_lab.portfolio.routers import fit_predict
 from delegation_lab.routers import build_router
 from delegation_lab.routers.base import Inputs
 from delegation_lab.routers.params import KnnParams
@@ -47,7 +47,7 @@ def test_one_fit_on_all_models_routes_a_k_set_as_a_router_fitted_on_it():
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     correct, cost = rng.random((n, s)) < rng.random(s), rng.random((n, s)) * rng.uniform(1, 30, s)
     solvers = [f"m{j}" for j in range(s)]
-    from delegation_lab.frontier_baselines import SolverMatrix
+    from delegation_lab.frontier.baselines import SolverMatrix
 
     m = SolverMatrix(solvers, correct, cost)
     p = with_knn(params())

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from delegation_lab.config import ConfigError, load_params, read_yaml
+from delegation_lab.params.root import ConfigError, load_params, read_yaml
 from delegation_lab.solvers import price_tables
 from delegation_lab.solvers.params import Price, ReplayParams, SolverParams
 from delegation_lab.solvers.price_tables import PRICE_TABLES, PriceTableError, lookup, table_models

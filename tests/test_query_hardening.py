@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from delegation_lab.cli import app
-from delegation_lab.layout import Layout
-from delegation_lab.sealed_query import QueryRefused, check_statement, connect_sealed, query_rows, run_query
-from delegation_lab.store import TrajectoryWriter, write_summaries
-from delegation_lab.tables import write_parquet_atomic
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.query.sealed import QueryRefused, check_statement, connect_sealed, query_rows, run_query
+from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
+from delegation_lab.pipeline.tables import write_parquet_atomic
 
 from .conftest import BIN, run
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.data.items import Item
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation import statistics as stats

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from delegation_lab.config import SolverParams
+from delegation_lab.params.root import SolverParams
 from delegation_lab.data.items import Item
 from delegation_lab.redref.cached import CachedArms, route_cached
 from delegation_lab.redref.controller import Redref

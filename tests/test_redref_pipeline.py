@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.paper import paper_vs_ours
-from delegation_lab.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
+from delegation_lab.reporting.paper import paper_vs_ours
+from delegation_lab.pipeline.schemas import SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 
 from .conftest import BIN, run, stage_here
 

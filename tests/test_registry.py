@@ -10,7 +10,7 @@ from typing import get_args
 
 import pytest
 
-from delegation_lab.config import ConfigError, load_params, parse_params, read_yaml
+from delegation_lab.params.root import ConfigError, load_params, parse_params, read_yaml
 from delegation_lab.data import DATASETS
 from delegation_lab.data.params import DataParams
 from delegation_lab.errors import InputError
@@ -100,7 +100,7 @@ def test_importing_the_params_and_listing_every_family_imports_nothing_heavy():
     can fail: looking a learned router up does import torch)."""
     code = f"""
 import json, sys
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data import DATASETS
 from delegation_lab.evaluation import VERIFIERS
 from delegation_lab.routers import ROUTERS

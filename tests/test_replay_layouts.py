@@ -14,13 +14,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from delegation_lab.ability import build_ability_map
+from delegation_lab.ability.maps import build_ability_map
 from delegation_lab.cli import app
-from delegation_lab.config import AbilityMapParams, parse_params
+from delegation_lab.params.root import AbilityMapParams, parse_params
 from delegation_lab.data.items import Item, make_item_id
 from delegation_lab.data.params import ReplayDatasetParams
 from delegation_lab.data.replay import load_replay_items
-from delegation_lab.params_model import ConfigError
+from delegation_lab.params.model import ConfigError
 from delegation_lab.solvers.base import Solver
 from delegation_lab.solvers.params import LongTableFields, Price, ReplayParams, SolverParams
 from delegation_lab.solvers.replay.backend import ReplayBackend
@@ -356,8 +356,8 @@ def project_params() -> dict:
 
 def test_the_coordinator_reads_a_domain_keyed_ability_map(tmp_path):
     from delegation_lab.coordinator.data import load_coordinator_data
-    from delegation_lab.schemas import SPLITS
-    from delegation_lab.tables import read_items, read_labeled_answers, write_parquet_atomic
+    from delegation_lab.pipeline.schemas import SPLITS
+    from delegation_lab.pipeline.tables import read_items, read_labeled_answers, write_parquet_atomic
 
     from .fake_cache import write_fake_cache
 

@@ -1,6 +1,6 @@
 """`dlab repro check`: a rerun's headline inside the committed interval, or named outside it."""
 
-from delegation_lab.repro_check import compare
+from delegation_lab.reporting.repro_check import compare
 
 
 def test_compare_checks_every_value_with_an_interval():
@@ -50,7 +50,7 @@ def test_a_rerun_is_bit_identical_or_names_what_moved_and_under_which_numerics(t
     from typer.testing import CliRunner
 
     from delegation_lab.cli import app
-    from delegation_lab.repro_check import is_timing, provenance
+    from delegation_lab.reporting.repro_check import is_timing, provenance
 
     assert is_timing("a.fit_seconds") and is_timing("runtime_s") and is_timing("x.coalitions_per_second")
     assert not is_timing("rounds_second_half") and not is_timing("time_to_success_redref")

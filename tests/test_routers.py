@@ -10,14 +10,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from delegation_lab.config import load_params, parse_params, read_yaml
+from delegation_lab.params.root import load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation import Verifier
 from delegation_lab.routers import LEARNED, Inputs
 from delegation_lab.routers.artifact import load_router, save_router
 from delegation_lab.routers.params import ALL_ROUTERS, RoutersParams
 from delegation_lab.routers.study import RoutingData, carve_dev, fit_router, run_study, summary_rows
-from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 
 from .conftest import BIN, REPO, run
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from delegation_lab.routing_metrics import (
+from delegation_lab.frontier.metrics import (
     arena_score,
     cost_save,
     field_metrics,

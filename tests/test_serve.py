@@ -11,8 +11,8 @@ import httpx
 import polars as pl
 import pytest
 
-from delegation_lab.config import load_params
-from delegation_lab.layout import Layout
+from delegation_lab.params.root import load_params
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.calls import served_item
 from delegation_lab.serve.journal import read_decisions, read_served_answers
 from delegation_lab.solvers import build_solver

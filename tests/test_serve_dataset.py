@@ -9,7 +9,7 @@ import json
 import polars as pl
 import pytest
 
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 
 from .serve_fixtures import run_served_stages, served_project
 

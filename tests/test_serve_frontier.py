@@ -10,9 +10,9 @@ import json
 import polars as pl
 import pytest
 
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.journal import read_decisions
-from delegation_lab.tables import read_items
+from delegation_lab.pipeline.tables import read_items
 
 from .serve_fixtures import run_served_stages, served_project
 

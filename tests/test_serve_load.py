@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.journal import read_decisions, read_served_answers
 
 from .serve_fixtures import FakeBackend, ServeProcess, fake_answer, write_project

@@ -8,9 +8,9 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.errors import ConfigError, InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.backpressure import Admission, QueueFull
 from delegation_lab.serve.calls import ServedSolver, served_item
 from delegation_lab.serve.policies import build_policies

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data import build_items
 from delegation_lab.data.params import DataParams
 from delegation_lab.parsing import numbers_match

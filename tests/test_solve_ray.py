@@ -20,7 +20,7 @@ import psutil
 import pytest
 import yaml
 
-from delegation_lab.config import ConfigError, parse_params
+from delegation_lab.params.root import ConfigError, parse_params
 from delegation_lab.data.arith import generate
 from delegation_lab.data.params import ArithParams
 from delegation_lab.errors import InputError

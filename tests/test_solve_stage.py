@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.stage import run_stage
+from delegation_lab.pipeline.stage import run_stage
 
 from .conftest import BIN, REPO, env_with_venv
 from .test_backend_openai_compat import FakeServer

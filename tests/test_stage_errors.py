@@ -16,7 +16,7 @@ def stage_raising(tmp_path: Path, error: str) -> subprocess.CompletedProcess:
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     script = textwrap.dedent(f"""
         from delegation_lab.errors import InputError
-        from delegation_lab.stage import run_stage
+        from delegation_lab.pipeline.stage import run_stage
 
         def body(ctx):
             raise {error}

@@ -5,7 +5,7 @@ import shutil
 import time
 from pathlib import Path
 
-from delegation_lab.stage import run_stage
+from delegation_lab.pipeline.stage import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
 

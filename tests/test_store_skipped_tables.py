@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import CREDIT_SCHEMA
-from delegation_lab.store import connect
-from delegation_lab.tables import write_parquet_atomic
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import CREDIT_SCHEMA
+from delegation_lab.pipeline.store import connect
+from delegation_lab.pipeline.tables import write_parquet_atomic
 
 
 def test_a_column_less_table_leaves_the_view_empty_with_its_schema(tmp_path):

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import yaml
 
-from delegation_lab.config import parse_params
+from delegation_lab.params.root import parse_params
 from delegation_lab.coordinator.actions import (
     delegation_actions,
     fixed_order_count,

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from delegation_lab.errors import InputError
-from delegation_lab.tracking_server import served_port, served_store, study_experiments
+from delegation_lab.tracking.server import served_port, served_store, study_experiments
 
 from .conftest import BIN, REPO, env_with_venv, make_project, run
 

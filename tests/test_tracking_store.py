@@ -15,13 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from delegation_lab.cli import app
-from delegation_lab.config import TrackingParams
+from delegation_lab.params.root import TrackingParams
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
-from delegation_lab.runs import compare_runs
-from delegation_lab.sealed_query import run_query
-from delegation_lab.store import TrajectoryWriter, connect, write_summaries
-from delegation_lab.tracking import Tracker, owner_is_gone, owner_tags, project_root, resolve_uri
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.tracking.compare import compare_runs
+from delegation_lab.query.sealed import run_query
+from delegation_lab.pipeline.store import TrajectoryWriter, connect, write_summaries
+from delegation_lab.tracking.tracker import Tracker, owner_is_gone, owner_tags, project_root, resolve_uri
 
 from .conftest import BIN, REPO, run
 
@@ -101,8 +101,8 @@ def test_failed_stage_marks_runs_failed(tracker: Tracker):
 STAGE_THEN_HANG = """
 import sys, time
 from pathlib import Path
-from delegation_lab.config import TrackingParams
-from delegation_lab.tracking import Tracker
+from delegation_lab.params.root import TrackingParams
+from delegation_lab.tracking.tracker import Tracker
 
 tracker = Tracker(TrackingParams(uri="sqlite:///mlflow.db"), root=Path(sys.argv[1]))
 with tracker.stage_run("study", "stage") as stage:
@@ -264,7 +264,7 @@ def test_summaries_and_query_refusals(tmp_path: Path):
 
 
 def test_paper_figures_pair_with_ours_and_dlab_report(tmp_path: Path):
-    from delegation_lab.paper import paper_vs_ours
+    from delegation_lab.reporting.paper import paper_vs_ours
 
     metrics = {"management": {"paper": {"dqn_map": {"ret": 27.56, "note": "table 1"}}, "dqn_map": {"ret": 27.0}}}
     rows = {r["metric"]: r for r in paper_vs_ours(metrics)}
@@ -278,7 +278,7 @@ def test_paper_figures_pair_with_ours_and_dlab_report(tmp_path: Path):
 
 
 def test_a_password_in_a_url_param_is_masked_before_logging():
-    from delegation_lab.tracking import without_url_passwords
+    from delegation_lab.tracking.tracker import without_url_passwords
 
     assert without_url_passwords("https://bob:s3cr3t-key@api.example/v1") == "https://bob:***@api.example/v1"
     assert without_url_passwords('{"base_url": "http://u:p@127.0.0.1:8000"}') == '{"base_url": "http://u:***@127.0.0.1:8000"}'

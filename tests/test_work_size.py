@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from delegation_lab import work_size
-from delegation_lab.config import deep_merge, parse_params, read_yaml
+from delegation_lab.params import work_size
+from delegation_lab.params.root import deep_merge, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.games.limits import parse_size
 

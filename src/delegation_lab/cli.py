@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 import yaml
 
-from delegation_lab.config import deep_merge, load_params, parse_params, read_yaml
+from delegation_lab.params.root import deep_merge, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.solvers.params import SCORE_THRESHOLD
 from delegation_lab.solvers.replay import FORMATS
 
@@ -53,7 +53,7 @@ def params_docs(
     check: Annotated[bool, typer.Option(help="only check that `out` is current")] = False,
 ) -> None:
     """Render every params key with its type, default and description (docs/params.md)."""
-    from delegation_lab.params_docs import render_params_docs
+    from delegation_lab.params.docs import render_params_docs
 
     text = render_params_docs()
     if check:
@@ -187,9 +187,9 @@ def query(
     stopped part-way (timeout, memory) exits 2 after the rows already written."""
     import os
 
-    from delegation_lab.layout import Layout
-    from delegation_lab.query_output import write_rows
-    from delegation_lab.sealed_query import query_rows, stream_query
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.query.output import write_rows
+    from delegation_lab.query.sealed import query_rows, stream_query
 
     if format not in ("table", "csv", "json"):
         fail(f"--format must be table, csv or json (got {format[:40]!r})", 2)
@@ -241,8 +241,8 @@ def runs_compare(
     params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
 ) -> None:
     """Methods x metrics, mean and std over seeds, from the study's latest stage run."""
-    from delegation_lab.runs import compare_runs, format_table
-    from delegation_lab.tracking import resolve_uri
+    from delegation_lab.tracking.compare import compare_runs, format_table
+    from delegation_lab.tracking.tracker import resolve_uri
 
     try:
         uri = resolve_uri(load_params(params_path).tracking.uri, params_path.resolve().parent)
@@ -261,7 +261,7 @@ def runs_prune(
     params_path: Annotated[Path, typer.Option("--params")] = Path("params.yaml"),
 ) -> None:
     """Hard-delete all but the KEEP newest runs of every stage (children included) and vacuum the store."""
-    from delegation_lab.tracking import Tracker
+    from delegation_lab.tracking.tracker import Tracker
 
     try:
         params = load_params(params_path)
@@ -289,13 +289,13 @@ def report(
     configured value read back), from the file's `provenance` block."""
     import json
 
-    from delegation_lab.paper import headline_markdown, read_all, report_rows
-    from delegation_lab.runs import markdown_table
+    from delegation_lab.reporting.paper import headline_markdown, read_all, report_rows
+    from delegation_lab.tracking.compare import markdown_table
 
     if format not in ("markdown", "json"):
         fail(f"--format must be markdown or json (got {format!r})", 2)
     if timings:
-        from delegation_lab.stage_timings import read_timings, timings_markdown
+        from delegation_lab.pipeline.timings import read_timings, timings_markdown
 
         try:
             rows = read_timings(metrics_dir / "timings")
@@ -398,7 +398,7 @@ def frontier_table(
     the best single solver at no more cost (what the README's tables are made from)."""
     import json
 
-    from delegation_lab.runs import markdown_table
+    from delegation_lab.tracking.compare import markdown_table
 
     try:
         summary = json.loads(metrics.read_text())
@@ -434,8 +434,8 @@ def portfolio(
     """For k = 1 .. portfolio.max_k: the k models and arrangement (single, cost-ordered cascade under
     the shared verifier, or kNN router) chosen on portfolio.select_split, measured on frontier.split with intervals;
     prints the table and writes metrics/portfolio.json and plots/portfolio/portfolio.png there."""
-    from delegation_lab.portfolio import write_portfolio
-    from delegation_lab.portfolio_report import portfolio_table
+    from delegation_lab.portfolio.selection import write_portfolio
+    from delegation_lab.portfolio.report import portfolio_table
 
     layout = Layout(project)
     try:
@@ -460,8 +460,8 @@ def repro_check(
     """After `make repro`: is every figure of metrics/*.json the committed one (bit-identical), and if
     not, is every headline inside the interval committed at REV, which figures moved, and under which
     numerics (CPU, libraries, pins) the rerun was computed? Exit 1 when a headline is outside (or missing)."""
-    from delegation_lab.repro_check import check_tree, provenance
-    from delegation_lab.runs import markdown_table
+    from delegation_lab.reporting.repro_check import check_tree, provenance
+    from delegation_lab.tracking.compare import markdown_table
 
     if show not in ("outside", "all"):
         fail(f"--show must be outside or all, not {show!r}", 2)
@@ -503,7 +503,7 @@ def tracking_serve(
     Unauthenticated unless --token-env names a variable holding a token."""
     import os
 
-    from delegation_lab.tracking_server import serve
+    from delegation_lab.tracking.server import serve
 
     token = None
     if token_env is not None:
@@ -562,7 +562,7 @@ def docs_numbers(
     """Check every `<!-- m:STUDY:KEY[:FMT] -->VALUE<!-- /m -->` span in README.md and docs/**/*.md
     against metrics/STUDY.json; exit 1 listing file:line of each stale or unreadable span. --write
     refreshes the stale ones (and writes nothing while any span's file or key is missing)."""
-    from delegation_lab.doc_numbers import problems, refresh, scan
+    from delegation_lab.reporting.doc_numbers import problems, refresh, scan
 
     spans = scan(root)
     found = problems(spans)

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import Field
 
 from delegation_lab.errors import InputError
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params.model import ParamsModel
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -188,7 +188,7 @@ def read_embeddings(root: Path) -> Any:
     features); an error naming the folder unless exactly one is there."""
     import polars as pl
 
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
 
     folder = Layout(Path(root)).embeddings_dir
     files = sorted(folder.glob("*.parquet"))

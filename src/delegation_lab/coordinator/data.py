@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.ability import bucket_of, domain_codes, lookup
+from delegation_lab.ability.maps import bucket_of, domain_codes, lookup
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
-from delegation_lab.tables import read_items, read_labeled_answers
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.tables import read_items, read_labeled_answers
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.config import Params, load_params
+from delegation_lab.params.root import Params, load_params
 from delegation_lab.data.arith import generate
 from delegation_lab.data.items import Item
 from delegation_lab.solvers.simulated import SimulatedBackend

@@ -18,7 +18,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from delegation_lab.config import TrackingParams
+from delegation_lab.params.root import TrackingParams
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.coordinator.results import (
     episode_curves,
@@ -61,7 +61,7 @@ def child_payloads(run: MethodRun, params: CoordinatorParams) -> list[dict[str, 
 
 
 def _worker(tracking: dict, root: str, experiment: str, section: dict, inbox: Any, outbox: Any) -> None:
-    from delegation_lab.tracking import Tracker
+    from delegation_lab.tracking.tracker import Tracker
 
     tracker = Tracker(TrackingParams(**tracking), Path(root))
     points = section["mlflow_points"]

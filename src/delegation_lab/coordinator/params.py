@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from delegation_lab.coordinator.actions import fixed_order_count, joint_action_count
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 STUDIES = ("management", "delegation")
 METHODS = ("dqn_map", "dqn_nomap", "always_a", "mgmt_policy", "random", "oracle", "fixed_order")

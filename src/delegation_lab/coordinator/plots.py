@@ -12,8 +12,8 @@ import polars as pl
 
 from delegation_lab.coordinator.results import curve_tables, sweep_table, test_per_lane
 from delegation_lab.coordinator.study import MethodRun
-from delegation_lab.figures import pyplot, save_figure
-from delegation_lab.tables import write_csv_atomic
+from delegation_lab.pipeline.figures import pyplot, save_figure
+from delegation_lab.pipeline.tables import write_csv_atomic
 
 STYLE = {"dqn_map": "C0", "dqn_nomap": "C1", "always_a": "C3", "mgmt_policy": "C2", "random": "0.6", "oracle": "k"}
 

@@ -37,10 +37,10 @@ from delegation_lab.coordinator.envs import EnvConfig, VecCoordinatorEnv
 from delegation_lab.coordinator.params import CoordinatorParams, DqnParams
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import Verifier
-from delegation_lab.layout import Layout
-from delegation_lab.parallel import spawn_pool
-from delegation_lab.phases import Phases, stopwatch
-from delegation_lab.torch_runtime import deterministic_torch, resolve_device
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.parallel import spawn_pool
+from delegation_lab.pipeline.phases import Phases, stopwatch
+from delegation_lab.pipeline.torch_runtime import deterministic_torch, resolve_device
 
 
 @dataclass

@@ -31,7 +31,7 @@ def credit_command(
     the agents in S contributing (environment and others preserved); exact over all 2^n coalitions
     in one batched pass up to --exact-max-agents, permutation Monte Carlo with intervals beyond."""
     from delegation_lab.credit.replay import compute_credit, describe, summary_table
-    from delegation_lab.layout import Layout
+    from delegation_lab.pipeline.layout import Layout
 
     if estimator not in ("auto", "exact", "monte_carlo", "leave_one_out"):
         typer.echo(f"error: --estimator must be auto, exact, monte_carlo or leave_one_out (got {estimator!r})", err=True)

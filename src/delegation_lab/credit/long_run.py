@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.credit.report import long_run_metrics
-from delegation_lab.layout import Layout
-from delegation_lab.tables import write_json_atomic
-from delegation_lab.torch_runtime import make_deterministic
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.tables import write_json_atomic
+from delegation_lab.pipeline.torch_runtime import make_deterministic
 
 
 def _commit() -> str:

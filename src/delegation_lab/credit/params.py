@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from delegation_lab.credit.shapley import EXACT_MAX_AGENTS
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 BASE_METHODS = ("single", "broadcast", "no_shapley", "planner_only", "worker_only", "sharp", "sharp_loo",
                 "sharp_team_norm", "sharp_role_norm")

@@ -13,8 +13,8 @@ import polars as pl
 
 from delegation_lab.credit.report import PAPER, PAPER_P_SWEEP, curve_tables
 from delegation_lab.credit.study import StudyOutcome
-from delegation_lab.figures import pyplot, save_figure
-from delegation_lab.tables import write_csv_atomic
+from delegation_lab.pipeline.figures import pyplot, save_figure
+from delegation_lab.pipeline.tables import write_csv_atomic
 
 
 def plot_methods(methods: pl.DataFrame, out: Path) -> Path:

@@ -30,10 +30,10 @@ import polars as pl
 from delegation_lab.credit.env import OUTCOME_NAMES, TeamGame, TeamRollouts
 from delegation_lab.credit.shapley import EXACT_MAX_AGENTS, Estimator, shapley
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import CREDIT_SCHEMA
-from delegation_lab.store import connect
-from delegation_lab.tables import write_parquet_atomic
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import CREDIT_SCHEMA
+from delegation_lab.pipeline.store import connect
+from delegation_lab.pipeline.tables import write_parquet_atomic
 
 REPLAYABLE = ("coordinator", "credit")
 
@@ -132,7 +132,7 @@ class CoordinatorReplayer:
     study = "coordinator"
 
     def __init__(self, layout: Layout, params_path: Path):
-        from delegation_lab.config import load_params
+        from delegation_lab.params.root import load_params
         from delegation_lab.coordinator.actions import delegation_actions, management_actions
         from delegation_lab.coordinator.data import load_coordinator_data
         from delegation_lab.coordinator.study import env_layout

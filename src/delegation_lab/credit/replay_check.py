@@ -11,7 +11,7 @@ import polars as pl
 from delegation_lab.credit.replay import compute_credit, describe
 from delegation_lab.credit.report import agent_names
 from delegation_lab.credit.study import StudyOutcome
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 
 
 def stored_credit(study: StudyOutcome) -> pl.DataFrame:

@@ -37,7 +37,7 @@ from delegation_lab.evaluation.statistics import (
     paired_bootstrap,
     seed_interval,
 )
-from delegation_lab.schemas import OUTCOME_SCHEMA
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
 
 DATASET = "sharp_multihop"  # the summaries' dataset: a simulated task, not the shared cached items
 # The summaries' verifier: no judge decides anything here. The environment's own reward (the simulated

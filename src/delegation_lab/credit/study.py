@@ -31,9 +31,9 @@ from delegation_lab.credit.grpo import (
 )
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.evaluation.statistics import mean_and_std
-from delegation_lab.parallel import spawn_pool
-from delegation_lab.phases import stopwatch
-from delegation_lab.torch_runtime import resolve_device, torch_threads
+from delegation_lab.pipeline.parallel import spawn_pool
+from delegation_lab.pipeline.phases import stopwatch
+from delegation_lab.pipeline.torch_runtime import resolve_device, torch_threads
 
 POOL_STREAM = 0
 

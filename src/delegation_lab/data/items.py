@@ -10,8 +10,8 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from delegation_lab.errors import InputError
-from delegation_lab.schemas import ITEMS_OPTIONAL_SCHEMA, ITEMS_SCHEMA
-from delegation_lab.tables import conform
+from delegation_lab.pipeline.schemas import ITEMS_OPTIONAL_SCHEMA, ITEMS_SCHEMA
+from delegation_lab.pipeline.tables import conform
 
 
 class Item(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from delegation_lab.data import DATASETS
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.params.model import ParamsModel
 from delegation_lab.solvers.params import LongTableFields, ReplayFormat, score_threshold_field
 
 DatasetName = DATASETS.choices()

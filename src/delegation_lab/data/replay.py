@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.ability import domain_codes
+from delegation_lab.ability.maps import domain_codes
 from delegation_lab.data.items import Item, make_item_id, take_splits
 from delegation_lab.data.params import DataParams, ReplayDatasetParams
 from delegation_lab.errors import InputError

@@ -18,7 +18,7 @@ import polars as pl
 from delegation_lab.data.items import Item, take_splits
 from delegation_lab.data.params import DataParams
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.solvers.prompts import SERVED_SOURCE
 
 

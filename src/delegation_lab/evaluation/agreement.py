@@ -30,8 +30,8 @@ from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.labeling.matchers import MatchSettings, MatchStats, ToMatch, matcher_for
 from delegation_lab.labeling.math_verifier import math_answer
-from delegation_lab.layout import Layout
-from delegation_lab.tables import read_items, read_table
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.tables import read_items, read_table
 
 KEY = "evaluation.verifier.models"
 
@@ -72,7 +72,7 @@ class AgreementVerifier(Verifier):
 def agreement_verifier(params: VerifierParams, root: Path, labels: pl.DataFrame | None) -> AgreementVerifier:
     """`agreement`: read every labelled answer's text and the items under `root`, compare as the project's
     `label` section says (its params.yaml)."""
-    from delegation_lab.config import (
+    from delegation_lab.params.root import (
         load_params,  # config imports this package's params
     )
 

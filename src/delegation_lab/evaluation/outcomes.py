@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
-from delegation_lab.schemas import OUTCOME_SCHEMA
-from delegation_lab.tables import conform, write_parquet_atomic
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
+from delegation_lab.pipeline.tables import conform, write_parquet_atomic
 
 
 def write_outcomes(layout: Layout, study: str, rows: pl.DataFrame) -> Path:

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.layout import Layout
-from delegation_lab.params_model import ParamsModel
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.params.model import ParamsModel
 
 
 class VerifierParams(ParamsModel):

@@ -26,7 +26,7 @@ import polars as pl
 
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation.params import VerifierParams
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 

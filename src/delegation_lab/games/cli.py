@@ -32,7 +32,7 @@ def solve_command(
     from delegation_lab.games.limits import check_spec_memory, parse_size
     from delegation_lab.games.report import solution_json, solution_text
     from delegation_lab.games.spec import GameSpecError, compile_game, load_game_spec
-    from delegation_lab.tables import write_json_atomic
+    from delegation_lab.pipeline.tables import write_json_atomic
 
     try:
         limit = parse_size(max_memory)

@@ -9,7 +9,7 @@ from typing import Any
 from delegation_lab.games.equilibria import Solution
 from delegation_lab.games.params import HistoryGameParams
 from delegation_lab.games.study import CONDITIONS, METHOD, MoneyRun
-from delegation_lab.tracking import StageRun
+from delegation_lab.tracking.tracker import StageRun
 
 
 def log_children(parent: StageRun, solutions: dict[str, Solution], metrics: dict[str, Any], runs: dict[str, MoneyRun],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from delegation_lab.games.limits import check_iql_memory, parse_size
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 AGENTS = ("A", "B")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.pipeline.figures import pyplot, save_figure
 
 
 def plot_curves(curves: dict[str, pl.DataFrame], out: Path, title: str) -> Path:

@@ -39,7 +39,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from delegation_lab.errors import InputError, short_repr
-from delegation_lab.params_model import YAMLRefused, load_yaml
+from delegation_lab.params.model import YAMLRefused, load_yaml
 
 Value = tuple[Fraction, ...]
 """One exact number per player."""

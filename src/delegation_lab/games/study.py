@@ -24,8 +24,8 @@ from delegation_lab.games.limits import check_spec_memory, parse_size
 from delegation_lab.games.params import EquilibriaParams, HistoryGameParams
 from delegation_lab.games.report import DEFAULT_MAX_PROFILES, number
 from delegation_lab.games.spec import Game, compile_game, load_game_spec
-from delegation_lab.parallel import spawn_pool
-from delegation_lab.phases import Phases
+from delegation_lab.pipeline.parallel import spawn_pool
+from delegation_lab.pipeline.phases import Phases
 
 CONDITIONS = {"no_transfer": False, "transfer": True}
 METHOD = {"no_transfer": "iql_no_transfer", "transfer": "iql_transfer"}

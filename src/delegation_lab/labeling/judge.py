@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from delegation_lab.config import JudgeParams
+from delegation_lab.params.root import JudgeParams
 from delegation_lab.data.items import Item
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, CacheRun, current_answers

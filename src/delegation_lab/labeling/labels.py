@@ -6,14 +6,14 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.config import LabelParams
+from delegation_lab.params.root import LabelParams
 from delegation_lab.data.items import Item
 from delegation_lab.labeling.agreement import agreement_report, imported_agreement
 from delegation_lab.labeling.judge import run_judge, sample_for_judge
 from delegation_lab.labeling.matchers import MatchStats, match_frame
-from delegation_lab.schemas import LABELS_SCHEMA
+from delegation_lab.pipeline.schemas import LABELS_SCHEMA
 from delegation_lab.solvers.cache import AnswerCache, CacheRun
-from delegation_lab.tables import conform
+from delegation_lab.pipeline.tables import conform
 
 
 def build_labels(

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 SubAgent = Literal["Extractor", "Reasoner", "Verifier"]
 SUBAGENTS: tuple[SubAgent, ...] = ("Extractor", "Reasoner", "Verifier")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from delegation_lab.config import Params
+from delegation_lab.params.root import Params
 from delegation_lab.evaluation.statistics import seed_interval
 from delegation_lab.margent import study
 from delegation_lab.margent.params import MargentParams, SimulatorParams, rho_label
 from delegation_lab.margent.simulator import SimulatedTeam
-from delegation_lab.parallel import spawn_pool
+from delegation_lab.pipeline.parallel import spawn_pool
 
 TABLE3 = ("candidate_accuracy", "accuracy", "gain_pp", "calls")
 

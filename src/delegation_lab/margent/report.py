@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.pipeline.figures import pyplot, save_figure
 from delegation_lab.margent.distill import ACTIONS
 from delegation_lab.margent.evaluate import TreeTable
 from delegation_lab.margent.params import SUBAGENTS
 from delegation_lab.margent.study import Method
-from delegation_lab.schemas import OUTCOME_SCHEMA
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
 
 
 def collection_rows(collection: pl.DataFrame) -> pl.DataFrame:

@@ -14,7 +14,7 @@ import sys
 
 import polars as pl
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.data import build_items
 from delegation_lab.data.items import items_frame
 from delegation_lab.margent import analysis, study

@@ -12,12 +12,12 @@ import numpy as np
 import polars as pl
 import torch
 
-from delegation_lab.config import Params
+from delegation_lab.params.root import Params
 from delegation_lab.data.items import Item, items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, mean_and_std, paired_bootstrap
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.margent import analysis, distill, evaluate, policy
 from delegation_lab.margent import paper_figures as paper
 from delegation_lab.margent.collect import CollectStats, build_tree, views_frame

@@ -26,7 +26,7 @@ import torch
 
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import Verifier
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.market.engine import Worlds
 from delegation_lab.market.params import AnswersParams
 from delegation_lab.market.protocols import PROTOCOL_CODES

@@ -9,10 +9,10 @@ import torch
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.params import VerifierParams
 from delegation_lab.evaluation.verifier import Verifier, build_verifier
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.market.answers import SplitMatrix, solver_matrices
 from delegation_lab.market.params import MarketParams
-from delegation_lab.tables import read_labeled_answers
+from delegation_lab.pipeline.tables import read_labeled_answers
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 Protocol = Literal["first_price", "second_price", "ccv"]
 Bidder = Literal["mirror_descent", "thompson", "bayes_optimal", "ppo", "truthful"]

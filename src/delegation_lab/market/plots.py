@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.pipeline.figures import pyplot, save_figure
 from delegation_lab.market.answers import SplitMatrix
 from delegation_lab.market.params import MarketParams
 from delegation_lab.market.report import group, mean_of, std_of
 from delegation_lab.market.study import SweepResult, WorldResult, operating_point
-from delegation_lab.tables import write_csv_atomic
+from delegation_lab.pipeline.tables import write_csv_atomic
 
 
 def _label(protocol: str, bidder: str) -> str:

@@ -33,8 +33,8 @@ from delegation_lab.market.params import (
     market_cells,
 )
 from delegation_lab.market.study import SweepResult, WorldResult, operating_point
-from delegation_lab.paper import paper_vs_ours
-from delegation_lab.schemas import OUTCOME_SCHEMA
+from delegation_lab.reporting.paper import paper_vs_ours
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
 
 CHAIN_KEYS = ("success", "route_cost", "optimal_route", "margin", "bankruptcies", "subsidy", "consumer_pays", "cost_per_task", "auctions_per_task", "welfare")
 SPREAD_KEYS = ("success", "margin", "consumer_pays", "welfare", "route_cost", "cost_per_task")  # each with a t interval over seeds

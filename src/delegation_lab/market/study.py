@@ -27,8 +27,8 @@ from delegation_lab.market.engine import Market
 from delegation_lab.market.inputs import MarketInputs
 from delegation_lab.market.params import BELIEF_BIDDERS, MarketParams, market_cells
 from delegation_lab.market.trajectories import AuctionRecorder
-from delegation_lab.parallel import spawn_pool
-from delegation_lab.phases import Phases, stopwatch
+from delegation_lab.pipeline.parallel import spawn_pool
+from delegation_lab.pipeline.phases import Phases, stopwatch
 
 Progress = Callable[[str, int], Callable[[int], None]]  # (label, total) -> advance(n)
 

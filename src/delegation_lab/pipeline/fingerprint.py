@@ -18,7 +18,7 @@ import subprocess
 import sys
 from importlib import resources
 
-from delegation_lab.numerics import PINNED_ENV, applies, cpu_model, describe, pinned_environ
+from delegation_lab.pipeline.numerics import PINNED_ENV, applies, cpu_model, describe, pinned_environ
 
 # Each case prints one line "name digest". Every case seeds its own generator: the cases do not
 # depend on each other's order. The torch cases mirror the ops grep finds in the studies

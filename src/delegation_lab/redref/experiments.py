@@ -19,7 +19,7 @@ from delegation_lab.errors import InputError
 from delegation_lab.evaluation import statistics as stats
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.verifier import Verifier
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.redref.bandit import SweepResult, judge_noise_sweep, loglog_slope
 from delegation_lab.redref.cached import CachedArms, CachedOutcome, route_cached, verdict_rows
 from delegation_lab.redref.controller import Redref, merge_sections
@@ -37,7 +37,7 @@ from delegation_lab.redref.judge import (
 from delegation_lab.redref.memory import BeliefState, Embedder, KnownTexts, similarity
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.redref.tasks import RELATED, SplitKnowledgeBackend, TaskPool, Zoo, build_zoo, generate_tasks
-from delegation_lab.schemas import OUTCOME_SCHEMA
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
 from delegation_lab.solvers.base import Solver
 from delegation_lab.solvers.pricing import messages_tokens
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from delegation_lab.parallel import spawn_pool
+from delegation_lab.pipeline.parallel import spawn_pool
 
 
 class Jobs:

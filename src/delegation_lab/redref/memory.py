@@ -30,7 +30,7 @@ from delegation_lab.embeddings import (  # noqa: F401 - the shared loader, re-ex
     minilm_available,
 )
 from delegation_lab.errors import InputError
-from delegation_lab.tables import write_json_atomic
+from delegation_lab.pipeline.tables import write_json_atomic
 
 class KnownTexts:
     """An embedder that answers texts it has already embedded from memory (the task pool is embedded

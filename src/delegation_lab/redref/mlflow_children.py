@@ -11,7 +11,7 @@ import polars as pl
 
 from delegation_lab.redref.engine import SequenceOutcome
 from delegation_lab.redref.params import RedrefParams
-from delegation_lab.tracking import StageRun
+from delegation_lab.tracking.tracker import StageRun
 
 
 @dataclass

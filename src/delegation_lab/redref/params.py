@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 SPECIALISTS = ["biology", "finance", "law", "medicine", "electrical_engineering", "mathematics"]
 GENERALISTS = [

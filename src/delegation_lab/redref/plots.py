@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.evaluation.statistics import DDOF
-from delegation_lab.figures import pyplot, save_figure
+from delegation_lab.pipeline.figures import pyplot, save_figure
 from delegation_lab.redref.bandit import SweepResult
 from delegation_lab.redref.engine import SequenceOutcome
 from delegation_lab.redref.params import RedrefParams
-from delegation_lab.tables import write_csv_atomic
+from delegation_lab.pipeline.tables import write_csv_atomic
 
 
 def rq1_frame(metrics: dict[str, Any]) -> pl.DataFrame:

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from delegation_lab.config import Params
+from delegation_lab.params.root import Params
 from delegation_lab.embeddings import adopt_embed_table
 from delegation_lab.evaluation.verifier import Verifier, build_verifier
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
 from delegation_lab.redref.jobs import Jobs
@@ -33,9 +33,9 @@ from delegation_lab.redref.memory import BeliefState, Embedder, EmbeddingCache, 
 from delegation_lab.redref.mlflow_children import Child, cached_children, rq_children, write_children, write_children_to
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.redref.trajectories import cached_steps, split_steps
-from delegation_lab.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
-from delegation_lab.tables import read_items, read_labeled_answers, read_table, write_json_atomic
-from delegation_lab.tracking import StageRun, Tracker
+from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.tables import read_items, read_labeled_answers, read_table, write_json_atomic
+from delegation_lab.tracking.tracker import StageRun, Tracker
 
 STUDY = "redref"
 Phase = Callable[[str], AbstractContextManager]  # StageContext.phase: times a named part of the stage

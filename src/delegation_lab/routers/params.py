@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from delegation_lab.params_model import ParamsModel, StudyParams
+from delegation_lab.params.model import ParamsModel, StudyParams
 
 RouterName = Literal["knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random"]
 ALL_ROUTERS: tuple[str, ...] = ("knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random")

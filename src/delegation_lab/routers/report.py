@@ -13,7 +13,7 @@ from delegation_lab.evaluation import ItemBootstrap
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.routers import LEARNED
 from delegation_lab.routers.study import StudyRun
-from delegation_lab.routing_metrics import field_metrics
+from delegation_lab.frontier.metrics import field_metrics
 
 
 def singles_and_oracle(run: StudyRun) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:

@@ -17,10 +17,10 @@ import polars as pl
 from delegation_lab.embeddings import read_embeddings
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import Verifier, uniforms
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.routers import ROUTERS, Inputs, Outcome, Router, build_router
 from delegation_lab.routers.params import RoutersParams
-from delegation_lab.tables import read_labeled_answers
+from delegation_lab.pipeline.tables import read_labeled_answers
 
 STUDY = "routers"
 TEXT_COLUMNS = ("n_chars", "n_words", "n_digits", "difficulty")

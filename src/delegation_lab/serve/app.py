@@ -25,7 +25,6 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +32,15 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from delegation_lab.config import load_params
+from delegation_lab.params.root import load_params
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.backpressure import Admission, QueueFull
 from delegation_lab.serve.calls import served_item
 from delegation_lab.serve.journal import ServedJournal, served_lock
 from delegation_lab.serve.metrics import ServerMetrics
 from delegation_lab.serve.policies import Policy, Served, build_policies, default_models
+from delegation_lab.serve.state import ServerState, dlab_headers, record
 from delegation_lab.serve.wire import ChatRequest, completion, error_response, validation_message
 from delegation_lab.solvers.base import mask_secrets
 
@@ -59,18 +59,6 @@ class ServeOptions:
     queue_size: int = 256
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
-
-
-@dataclass
-class ServerState:
-    policies: dict[str, Policy]
-    journal: ServedJournal
-    admission: Admission
-    metrics: ServerMetrics
-    api_key: str | None
-    max_body_bytes: int
-    secrets: list[str]
-    started: int = field(default_factory=lambda: int(time.time()))
 
 
 def _authorized(state: ServerState, request: Request) -> bool:
@@ -201,31 +189,6 @@ def _reply(request_id: str, policy: Policy, served: Served) -> tuple[int, dict[s
 def _dlab(request_id: str, served: Served) -> dict[str, Any]:
     return {"request_id": request_id, "answered_by": served.answer.solver, "called": [a.solver for a in served.calls],
             "cost_usd": served.cost_usd, "decision": served.decision}
-
-
-def dlab_headers(request_id: str, policy: Policy, served: Served) -> dict[str, str]:
-    headers = {"x-dlab-request-id": request_id, "x-dlab-policy": policy.name, "x-dlab-answered-by": served.answer.solver,
-               "x-dlab-called": ",".join(a.solver for a in served.calls), "x-dlab-cost-usd": f"{served.cost_usd:.10g}"}
-    if served.answer.error is not None:
-        headers["x-dlab-failed-solver"] = served.answer.solver
-    return headers
-
-
-def record(state: ServerState, request_id: str, policy: Policy, item: Any, served: Served, status: int,
-           latency: float) -> None:
-    """Journal the calls and the decision; count it in the metrics."""
-    state.journal.record(served.calls, {
-        "request_id": request_id, "created_at": datetime.now(UTC), "model": policy.name, "policy": policy.kind,
-        "item_id": item.item_id, "question": mask_secrets(item.question, state.secrets), "gold": item.gold,
-        "answered_by": served.answer.solver, "called": [a.solver for a in served.calls],
-        "request_hashes": [a.request_hash for a in served.calls], "cost_usd": served.cost_usd,
-        "tokens_in": sum(a.tokens_in for a in served.calls), "tokens_out": sum(a.tokens_out for a in served.calls),
-        "latency_s": round(latency, 6), "status": status, "error": served.answer.error,
-        "decision": json.dumps(served.decision, sort_keys=True),
-    })
-    state.metrics.requests.labels(policy.name, str(status)).inc()
-    state.metrics.latency.labels(policy.name).observe(latency)
-    state.metrics.served(served)
 
 
 def _loopback(host: str) -> bool:

@@ -20,11 +20,11 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.errors import InputError
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.solvers.base import Answer
 from delegation_lab.solvers.cache import JOURNAL_FLUSH_S, AnswerCache, _JournalWriter
 from delegation_lab.solvers.file_lock import LockHeld, exclusive_lock
-from delegation_lab.tables import conform, write_parquet_atomic
+from delegation_lab.pipeline.tables import conform, write_parquet_atomic
 
 DECISIONS_SCHEMA: dict[str, pl.DataType] = {
     "request_id": pl.String,

@@ -18,12 +18,12 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.config import Params
+from delegation_lab.params.root import Params
 from delegation_lab.data.items import Item
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation.agreement import agreement_verdicts
 from delegation_lab.labeling.matchers import MatchSettings
-from delegation_lab.layout import Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.calls import ServedSolver
 from delegation_lab.solvers.base import Answer
 

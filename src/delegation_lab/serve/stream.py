@@ -19,6 +19,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from delegation_lab.serve.calls import ServedSolver, served_item
 from delegation_lab.serve.policies import Policy, Served
+from delegation_lab.serve.state import dlab_headers, record
 from delegation_lab.serve.wire import ChatRequest, error_response
 from delegation_lab.solvers.base import Answer, Generation, Request, mask_secrets
 from delegation_lab.solvers.http_body import ReplyTooLarge, read_capped
@@ -32,8 +33,6 @@ def _event(obj: Any) -> str:
 
 async def stream_response(state: Any, policy: Policy, chat_request: ChatRequest, release: Any) -> Response:
     """The SSE response; `release()` frees the admission slot when the stream ends (or is refused)."""
-    from delegation_lab.serve.app import dlab_headers, record
-
     request_id = uuid.uuid4().hex
     start = time.perf_counter()
     conversation = chat_request.conversation()

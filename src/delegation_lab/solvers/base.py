@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -284,3 +284,9 @@ class Solver:
             created_at=now,
             extra=json.dumps(gen.extra, sort_keys=True) if gen.extra else None,
         )
+
+
+def batches_of(items: list[Request], size: int) -> Iterator[list[Request]]:
+    """`items` in consecutive batches of at most `size` (the executors' unit of work)."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

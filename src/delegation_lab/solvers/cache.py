@@ -29,11 +29,11 @@ import polars as pl
 from tqdm import tqdm
 
 from delegation_lab.errors import InputError
-from delegation_lab.schemas import ANSWERS_SCHEMA
+from delegation_lab.pipeline.schemas import ANSWERS_SCHEMA
 from delegation_lab.solvers.base import Answer, Request, Solver
 from delegation_lab.solvers.executor import Executor, LocalExecutor
 from delegation_lab.solvers.file_lock import LockHeld, exclusive_lock
-from delegation_lab.tables import conform, write_parquet_atomic
+from delegation_lab.pipeline.tables import conform, write_parquet_atomic
 
 KEY = ["solver", "item_id", "request_hash"]
 JOURNAL_FLUSH_S = 0.5

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from delegation_lab.solvers.base import Answer, Request, Solver
+from delegation_lab.solvers.base import Answer, Request, Solver, batches_of
 from delegation_lab.solvers.params import SolverParams
 
 
@@ -26,11 +26,6 @@ class Executor(Protocol):
     ) -> Iterator[list[Answer]]: ...
 
     def close(self) -> None: ...
-
-
-def batches_of(items: list[Request], size: int) -> Iterator[list[Request]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 class LocalExecutor:

@@ -9,8 +9,9 @@ from typing import Any, Literal, NoReturn
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from delegation_lab.params_model import ParamsModel
-from delegation_lab.solvers import BACKENDS, price_tables
+from delegation_lab.params.model import ParamsModel
+import delegation_lab.solvers.price_tables as price_tables
+from delegation_lab.solvers.backends import BACKENDS
 from delegation_lab.solvers.replay import FORMATS
 
 BackendName = BACKENDS.choices()

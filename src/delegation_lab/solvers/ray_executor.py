@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from delegation_lab.errors import InputError
-from delegation_lab.solvers.base import Answer, Generation, Request, Solver, configured_secrets
-from delegation_lab.solvers.executor import batches_of
+from delegation_lab.solvers.base import Answer, Generation, Request, Solver, batches_of, configured_secrets
 from delegation_lab.solvers.params import ExecutorParams, SolverParams
 
 IN_FLIGHT_PER_WORKER = 2

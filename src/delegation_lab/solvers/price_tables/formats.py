@@ -17,7 +17,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from delegation_lab.errors import InputError
-from delegation_lab.params_model import ParamsModel, UniqueKeyLoader, dotted
+from delegation_lab.params.model import ParamsModel, UniqueKeyLoader, dotted
 
 
 class PriceTableError(InputError):
