@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import polars as pl
 
 from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.registry import Registry
 from delegation_lab.stage import StageContext
 from delegation_lab.store import TrajectoryWriter, write_summaries
 from delegation_lab.tables import write_json_atomic
@@ -229,3 +230,16 @@ def run_study_stage(ctx: StageContext, study: Study) -> dict[str, Any]:
             ChildRunWriter(parent, ctx.tracker.uri, study.background_children(ctx)) as children:
         sctx = StudyContext(ctx, parent, children)
         return write_study(sctx, study.name, study.run(sctx))
+
+
+
+STUDIES: Registry[type] = Registry("study", "stages")  # name -> Study class, imported on first get
+for _name, _target in (  # one line per study stage; tests/test_study_contract.py checks dvc.yaml has each
+    ("coordinator", "delegation_lab.coordinator.contract:CoordinatorStudy"),
+    ("credit", "delegation_lab.credit.contract:CreditStudy"),
+    ("margent", "delegation_lab.margent.contract:MargentStudy"),
+    ("market", "delegation_lab.market.contract:MarketStudy"),
+    ("redref", "delegation_lab.redref.study:RedrefStudy"),
+    ("routers", "delegation_lab.routers.contract:RoutersStudy"),
+):
+    STUDIES.register(_name, _target)
