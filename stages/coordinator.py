@@ -4,12 +4,12 @@ the oracle and the frozen management policy, every accept / retry decision by th
 (`evaluation.verifier`); held-out evaluation with item-level intervals, a cost-weight sweep, metrics,
 plots, trajectories, summaries and item-level outcomes for the frontier, and an MLflow child run per
 method x seed (written by a background process while the next method trains). The study is
-`coordinator.contract.CoordinatorStudy`, written by `pipeline.study.write_study`."""
+`coordinator.contract.CoordinatorStudy`, written by `study_contract.write_study`."""
 
 import numpy as np
 
 from delegation_lab.coordinator.contract import CoordinatorStudy
-from delegation_lab.pipeline.study import run_study_stage
+from delegation_lab.study_contract import run_study_stage
 from delegation_lab.stage import run_stage
 
 if __name__ == "__main__":

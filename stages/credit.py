@@ -3,14 +3,14 @@ broadcast reward (MATPO-like), SHARP and its ablations (no Shapley, planner-only
 credit) and the p-sweep, every seed batched; held-out evaluation on common draws; metrics with the
 paper's figures beside ours, summaries, trajectories with per-agent credit per step, the credit
 table of the held-out rollouts (the `dlab credit` replay), plots, and the MLflow experiment `credit`.
-The study is `credit.contract.CreditStudy`, written by `pipeline.study.write_study`."""
+The study is `credit.contract.CreditStudy`, written by `study_contract.write_study`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from delegation_lab.credit.contract import CreditStudy
-from delegation_lab.pipeline.study import run_study_stage
+from delegation_lab.study_contract import run_study_stage
 from delegation_lab.stage import run_stage
 
 if __name__ == "__main__":

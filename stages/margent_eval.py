@@ -1,11 +1,11 @@
 """Stage `margent_eval`: the paper's tables and diagnostics, every ρ operating point, the baselines
 and the oracle on collection-disjoint test items; trajectories, summaries, metrics and plots. The
-study is `margent.contract.MargentStudy`, written by `pipeline.study.write_study`."""
+study is `margent.contract.MargentStudy`, written by `study_contract.write_study`."""
 
 from __future__ import annotations
 
 from delegation_lab.margent.contract import MargentStudy
-from delegation_lab.pipeline.study import run_study_stage
+from delegation_lab.study_contract import run_study_stage
 from delegation_lab.stage import StageContext, run_stage
 from delegation_lab.stage_skip import skip_reason, skip_stage
 

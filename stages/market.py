@@ -5,13 +5,13 @@ a market over the cached solver answers (train split to learn, test split for th
 Writes metrics/market.json (ours beside the paper's claims), plots/market/, the trajectories (every
 auction a row), results/summaries/market.parquet, and an MLflow experiment `market` with one child
 run per cell x seed. The study is `market.contract.MarketStudy`, written by
-`pipeline.study.write_study`.
+`study_contract.write_study`.
 """
 
 from __future__ import annotations
 
 from delegation_lab.market.contract import MarketStudy
-from delegation_lab.pipeline.study import run_study_stage
+from delegation_lab.study_contract import run_study_stage
 from delegation_lab.stage import run_stage
 
 if __name__ == "__main__":

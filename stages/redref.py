@@ -3,11 +3,11 @@ judge-noise sweep (Theorem 3.1), and Thompson-sampling delegation on the cached 
 (summary rows for the frontier; the shared `evaluation.verifier` judges every cached answer). Writes
 metrics/redref.json, plots/redref/, trajectories, results/summaries/redref.parquet and the item-level
 results/outcomes/redref.parquet; logs MLflow experiment `redref`. The study is
-`redref.study.RedrefStudy`, written by `pipeline.study.write_study`."""
+`redref.study.RedrefStudy`, written by `study_contract.write_study`."""
 
 from __future__ import annotations
 
-from delegation_lab.pipeline.study import run_study_stage
+from delegation_lab.study_contract import run_study_stage
 from delegation_lab.redref.study import STUDY, RedrefStudy
 from delegation_lab.stage import run_stage
 

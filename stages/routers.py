@@ -3,11 +3,11 @@
 from train, evaluated once on test. Writes metrics/routers.json, plots/routers/points.csv,
 trajectories, results/summaries/routers.parquet, results/outcomes/routers.parquet and one saved
 model per router in models/routers/ (`dlab route`); logs MLflow experiment `routers`. The study is
-`routers.contract.RoutersStudy`, written by `pipeline.study.write_study`."""
+`routers.contract.RoutersStudy`, written by `study_contract.write_study`."""
 
 from __future__ import annotations
 
-from delegation_lab.pipeline.study import run_study_stage
+from delegation_lab.study_contract import run_study_stage
 from delegation_lab.routers.contract import RoutersStudy
 from delegation_lab.stage import run_stage
 

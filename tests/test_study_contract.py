@@ -1,4 +1,4 @@
-"""The one study contract (`pipeline.study`): the recipe in docs/writing_a_study.md runs as written
+"""The one study contract (`study_contract`): the recipe in docs/writing_a_study.md runs as written
 (its toy study through `run_study_stage` on a temporary project, MLflow included), every registered
 study has its stage in dvc.yaml declaring the outputs `write_study` writes, and the study stage
 scripts stay short."""
@@ -15,7 +15,7 @@ import yaml
 
 from delegation_lab.config import load_params
 from delegation_lab.layout import Layout
-from delegation_lab.pipeline.study import STUDIES, Study, run_study_stage
+from delegation_lab.study_contract import STUDIES, Study, run_study_stage
 from delegation_lab.stage import StageContext
 from delegation_lab.tracking import Tracker
 
@@ -73,7 +73,7 @@ def test_dvc_has_a_stage_per_study(name: str) -> None:
                 f"results/runs/{name}.parquet", f"results/outcomes/{name}.parquet"):
         assert out in outs, f"dvc.yaml stage {study.stage}: {out} is not declared"
     assert f"metrics/{name}.json" in metrics
-    assert "${project.repo}/src/delegation_lab/pipeline" in stage["deps"]
+    assert "${project.repo}/src/delegation_lab/study_contract.py" in stage["deps"]
     script = REPO / "stages" / f"{study.stage}.py"
     assert f"${{project.repo}}/stages/{study.stage}.py" in stage["deps"]
     assert len(script.read_text().splitlines()) <= 60, f"{script.name} is over 60 lines"

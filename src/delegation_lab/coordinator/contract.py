@@ -1,4 +1,4 @@
-"""The coordinator study behind the one study contract (`pipeline.study`): the DQN coordinator
+"""The coordinator study behind the one study contract (`study_contract`): the DQN coordinator
 under management and delegation rules, its baselines, held-out evaluation, plots, trajectories,
 summaries, outcomes and a child run per method x seed, written by a background process while the
 next method trains (the lanes' per-episode curves are most of the stage's SQLite work)."""
@@ -14,7 +14,7 @@ from delegation_lab.coordinator.results import outcome_frame, summary_rows, traj
 from delegation_lab.coordinator.study import CoordinatorStudy as Trainer
 from delegation_lab.coordinator.study import prepare_inputs
 from delegation_lab.evaluation.verifier import build_verifier
-from delegation_lab.pipeline.study import StudyContext, StudyResult, Written
+from delegation_lab.study_contract import StudyContext, StudyResult, Written
 from delegation_lab.stage import StageContext
 from delegation_lab.tracking import metric_names
 

@@ -5,7 +5,7 @@ Each per-episode curve is logged at most `mlflow_points` points, and at most
 `tracking.series_points` (the tracker downsamples: means over equal runs of episodes, at the step of
 each run's last episode; the full curves are each child's `curves.parquet` artifact), so ~240 child
 runs stay ~40k metric points. The study submits them as each method finishes; the one child-run
-writer (`pipeline.study.ChildRunWriter`, in a background process) writes them while the next
+writer (`study_contract.ChildRunWriter`, in a background process) writes them while the next
 method trains, on the other core.
 """
 
@@ -22,7 +22,7 @@ from delegation_lab.coordinator.results import (
     test_per_lane,
 )
 from delegation_lab.coordinator.study import MethodRun
-from delegation_lab.pipeline.study import ChildRun
+from delegation_lab.study_contract import ChildRun
 
 
 def child_payloads(run: MethodRun, params: CoordinatorParams) -> list[dict[str, Any]]:

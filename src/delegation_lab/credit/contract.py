@@ -1,4 +1,4 @@
-"""The credit study (SHARP, seed 002) behind the one study contract (`pipeline.study`): every method
+"""The credit study (SHARP, seed 002) behind the one study contract (`study_contract`): every method
 and the p-sweep, held-out evaluation, the long run, summaries, outcomes, trajectories with per-agent
 credit per step, the `dlab credit` replay check of the written trajectories, plots and a child run
 per method x seed (logged as each method finishes)."""
@@ -23,7 +23,7 @@ from delegation_lab.credit.report import (
 )
 from delegation_lab.credit.run_report import report_lines, setup_block, timing
 from delegation_lab.credit.study import StudyOutcome, run_study
-from delegation_lab.pipeline.study import StudyContext, StudyResult, Written
+from delegation_lab.study_contract import StudyContext, StudyResult, Written
 from delegation_lab.stage import StageContext
 from delegation_lab.torch_runtime import resolve_device
 from delegation_lab.tracking import metric_names

@@ -6,7 +6,7 @@ from __future__ import annotations
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.report import DATASET
 from delegation_lab.credit.study import MethodOutcome
-from delegation_lab.pipeline.study import ChildRun
+from delegation_lab.study_contract import ChildRun
 
 
 def child_metrics(m: MethodOutcome, s: int) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""The MARGENT evaluation (stage `margent_eval`) behind the one study contract (`pipeline.study`):
+"""The MARGENT evaluation (stage `margent_eval`) behind the one study contract (`study_contract`):
 the paper's tables and diagnostics, every ρ operating point, the baselines and the oracle on
 collection-disjoint test items, from what `margent_collect` and `margent_train` wrote; a child run
 per method x operating point x seed."""
@@ -15,7 +15,7 @@ import polars as pl
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.margent import report, study
-from delegation_lab.pipeline.study import ChildRun, StudyContext, StudyResult
+from delegation_lab.study_contract import ChildRun, StudyContext, StudyResult
 from delegation_lab.stage import StageContext
 from delegation_lab.tables import read_table, write_csv_atomic
 

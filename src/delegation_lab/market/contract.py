@@ -1,5 +1,5 @@
 """The market study (sequential auctions, seed 004) behind the one study contract
-(`pipeline.study`): the chain-translation density sweep and the market over the cached solver
+(`study_contract`): the chain-translation density sweep and the market over the cached solver
 answers; a child run per cell x seed, logged as each market's result arrives (with workers, while
 the other markets still run)."""
 
@@ -14,7 +14,7 @@ from delegation_lab.market.mlflow_log import child_runs
 from delegation_lab.market.plots import write_figures
 from delegation_lab.market.report import market_metrics, outcome_rows, summary_line, summary_rows
 from delegation_lab.market.study import SweepResult, progress_bars, run_study
-from delegation_lab.pipeline.study import StudyContext, StudyResult, Written
+from delegation_lab.study_contract import StudyContext, StudyResult, Written
 from delegation_lab.schemas import SUMMARY_SCHEMA
 from delegation_lab.stage import StageContext
 

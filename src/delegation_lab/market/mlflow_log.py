@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from delegation_lab.market.study import WorldResult, operating_point
-from delegation_lab.pipeline.study import ChildRun
+from delegation_lab.study_contract import ChildRun
 
 SERIES_POINTS = 50  # learning curves go to MLflow as at most this many bucket means (full curves: plots/market/*_curves)
 

@@ -1,5 +1,5 @@
 """The stage's MLflow child runs (method x seed) as `ChildRun` records, written by the one child-run
-writer (`pipeline.study.ChildRunWriter`; in a worker process when `redref.workers` > 1) beside the
+writer (`study_contract.ChildRunWriter`; in a worker process when `redref.workers` > 1) beside the
 trajectory writing instead of after it: it is most of the stage's SQLite work."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.pipeline.study import ChildRun as Child
+from delegation_lab.study_contract import ChildRun as Child
 from delegation_lab.redref.engine import SequenceOutcome
 from delegation_lab.redref.params import RedrefParams
 

@@ -1,7 +1,7 @@
 """The REDEREF study (stage `redref`): its inputs, every experiment — RQ1 efficiency, RQ2
 specialization, RQ3 impairment, the judge-noise sweep (Theorem 3.1), the protocol run and
 Thompson-sampling delegation on the cached solver answers — the MLflow runs, and what the stage
-writes, as a `pipeline.study.StudyResult` (`RedrefStudy`, the study behind the one study contract).
+writes, as a `study_contract.StudyResult` (`RedrefStudy`, the study behind the one study contract).
 
 Every simulation is a job with its own generator (`redref.workers` processes; 1 = this one): RQ1's
 first, then the independent judge-noise sweep and the cached routing queue behind it while this
@@ -26,7 +26,7 @@ from delegation_lab.config import Params
 from delegation_lab.embeddings import adopt_embed_table
 from delegation_lab.evaluation.verifier import Verifier, build_verifier
 from delegation_lab.layout import Layout
-from delegation_lab.pipeline.study import StudyContext, StudyResult, Written
+from delegation_lab.study_contract import StudyContext, StudyResult, Written
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
 from delegation_lab.redref.jobs import Jobs

@@ -1,4 +1,4 @@
-"""The routers study behind the one study contract (`pipeline.study`): the field's standard routers
+"""The routers study behind the one study contract (`study_contract`): the field's standard routers
 fitted on the train split, calibrated on a dev split carved from it, evaluated once on test; one
 saved model per router (`dlab route`) and a child run per router x seed."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.evaluation import build_verifier
-from delegation_lab.pipeline.study import ChildRun, StudyContext, StudyResult, Written
+from delegation_lab.study_contract import ChildRun, StudyContext, StudyResult, Written
 from delegation_lab.routers.artifact import save_router
 from delegation_lab.routers.report import study_metrics
 from delegation_lab.routers.study import (
