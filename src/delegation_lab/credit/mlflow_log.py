@@ -6,7 +6,7 @@ from __future__ import annotations
 from delegation_lab.credit.params import CreditParams
 from delegation_lab.credit.report import DATASET
 from delegation_lab.credit.study import MethodOutcome
-from delegation_lab.tracking.tracker import StageRun
+from delegation_lab.pipeline.study import ChildRun
 
 
 def child_metrics(m: MethodOutcome, s: int) -> dict[str, float]:
@@ -21,9 +21,9 @@ def child_metrics(m: MethodOutcome, s: int) -> dict[str, float]:
     return out
 
 
-def log_method(parent: StageRun, m: MethodOutcome, params: CreditParams) -> dict[tuple[str, int], str | None]:
-    """One child run per seed of method `m`; returns their run ids by (method, seed)."""
-    run_ids: dict[tuple[str, int], str | None] = {}
+def child_runs(m: MethodOutcome, params: CreditParams) -> list[ChildRun]:
+    """One child run per seed of method `m`, keyed (method, seed)."""
+    children = []
     c = m.train.curves
     for s, seed in enumerate(m.train.seeds):
         child_params = {"method": m.spec.name, "seed": seed, "team": m.spec.team, "reward": m.spec.reward,
@@ -32,10 +32,10 @@ def log_method(parent: StageRun, m: MethodOutcome, params: CreditParams) -> dict
                         "token_cost": params.token_cost, "iterations": params.iterations,
                         "group_size": params.group_size, "tasks_per_batch": params.tasks_per_batch,
                         "learning_rate": params.learning_rate, "kl_coef": params.kl_coef}
-        with parent.child(m.spec.name, seed, params=child_params, dataset=DATASET) as child:
-            child.log_series({f"train/{k}": c[k][s].tolist() for k in ("accuracy", "tokens", "reward", "coalitions")})
-            for it, acc in zip(m.train.eval_iterations, m.train.eval_accuracy[s], strict=True):
-                child.log_metrics({"eval/accuracy_curve": float(acc)}, step=int(it))
-            child.log_metrics(child_metrics(m, s))
-            run_ids[(m.spec.name, seed)] = child.run_id
-    return run_ids
+        children.append(ChildRun(
+            m.spec.name, seed, params=child_params, tags={"dataset": DATASET},
+            series=[{f"train/{k}": c[k][s].tolist() for k in ("accuracy", "tokens", "reward", "coalitions")}],
+            stepped=[(int(it), {"eval/accuracy_curve": float(acc)})
+                     for it, acc in zip(m.train.eval_iterations, m.train.eval_accuracy[s], strict=True)],
+            metrics=[child_metrics(m, s)], key=(m.spec.name, seed)))
+    return children

@@ -1,20 +1,20 @@
 """The REDEREF study (stage `redref`): its inputs, every experiment — RQ1 efficiency, RQ2
 specialization, RQ3 impairment, the judge-noise sweep (Theorem 3.1), the protocol run and
 Thompson-sampling delegation on the cached solver answers — the MLflow runs, and what the stage
-writes, as a `StudyResult`.
+writes, as a `pipeline.study.StudyResult` (`RedrefStudy`, the study behind the one study contract).
 
 Every simulation is a job with its own generator (`redref.workers` processes; 1 = this one): RQ1's
 first, then the independent judge-noise sweep and the cached routing queue behind it while this
 process runs the protocol; the shared `rng` is drawn in the old order (RQ1, RQ2, RQ3, noise). The
-MLflow child runs are written by a worker while the stage writes trajectories and plots.
+MLflow child runs are written by the child-run writer's worker (`redref.workers` > 1) while the
+stage writes trajectories and plots.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,23 +26,19 @@ from delegation_lab.params.root import Params
 from delegation_lab.embeddings import adopt_embed_table
 from delegation_lab.evaluation.verifier import Verifier, build_verifier
 from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.study import StudyContext, StudyResult, Written
 from delegation_lab.redref import experiments as ex
 from delegation_lab.redref import plots
 from delegation_lab.redref.jobs import Jobs
 from delegation_lab.redref.memory import BeliefState, Embedder, EmbeddingCache, HashingEmbedder, load_embedder, similarity
-from delegation_lab.redref.mlflow_children import Child, cached_children, rq_children, write_children, write_children_to
+from delegation_lab.redref.mlflow_children import cached_children, rq_children
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.redref.trajectories import cached_steps, split_steps
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.stage import StageContext
 from delegation_lab.pipeline.tables import read_items, read_labeled_answers, read_table, write_json_atomic
-from delegation_lab.tracking.tracker import StageRun, Tracker
 
 STUDY = "redref"
-Phase = Callable[[str], AbstractContextManager]  # StageContext.phase: times a named part of the stage
-
-
-def untimed(name: str) -> AbstractContextManager:
-    return nullcontext()
 
 
 @dataclass
@@ -56,78 +52,55 @@ class CachedSetup:
     items: pl.DataFrame  # item_id, question of the train and test splits
 
 
-@dataclass
-class StudyResult:
-    """What the stage writes, and the open parent run its files are logged to."""
+class RedrefStudy:
+    name = stage = STUDY
 
-    metrics: dict[str, Any]  # metrics/redref.json
-    frames: dict[str, pl.DataFrame]  # plots/redref/<name>.csv, drawn by plots.write_figures
-    singles: dict[str, tuple[float, float]]  # each cached solver alone: (cost, accuracy) on the frontier figure
-    trajectories: Iterator[tuple[str, int, pl.DataFrame]]  # (method, seed, steps), built as the stage writes them
-    summary_rows: list[dict[str, Any]]  # results/summaries/redref.parquet, less the child runs' ids
-    outcomes: pl.DataFrame  # results/outcomes/redref.parquet
-    beliefs: list[BeliefState]  # the protocol run's final beliefs per seed
-    embedder: str
-    run: StageRun
-    run_ids: Future  # {(method, seed): run id} of the cached child runs, once they are written
+    def params(self, ctx: StageContext) -> Any:
+        return ctx.params.redref
 
-    def summaries(self) -> pl.DataFrame | list[dict[str, Any]]:
-        """The summary rows with their child runs' ids (waits for the child runs); with
-        redref.cached.enabled false, no frontier points but the declared output exists."""
-        ids = self.run_ids.result()
-        if not self.summary_rows:
-            return pl.DataFrame(schema=SUMMARY_SCHEMA)
-        return [{**r, "run_id": ids.get((r["method"], r["seed"]))} for r in self.summary_rows]
+    def background_children(self, ctx: StageContext) -> bool:
+        return ctx.params.redref.workers > 1
 
-    def log_artifacts(self, layout: Layout) -> None:
-        """The written plots and metrics, and the protocol run's beliefs (loadable by BeliefState.load)."""
-        self.run.log_artifacts(layout.plots(STUDY), "plots")
-        with tempfile.TemporaryDirectory() as tmp:
-            for s, state in enumerate(self.beliefs):
-                self.run.log_artifact(state.save(Path(tmp) / f"beliefs_protocol_seed{s}.json"), "beliefs")
-        self.run.log_artifact(layout.metrics(STUDY))
-
-
-@contextmanager
-def run_study(params: Params, layout: Layout, tracker: Tracker, phase: Phase = untimed) -> Iterator[StudyResult]:
-    """Run every REDEREF experiment; the result stays valid (its worker pool and parent run open)
-    while the caller writes it."""
-    p = params.redref
-    with phase("embed the task pool"):
-        cached = cached_setup(params, layout)  # inputs first: a bad cache or solver name fails before any work
-        embedder, embedding = study_embedder(p, layout, cached)
-        world = ex.build_world(p, embedder)
-    rng = np.random.default_rng([p.seed, 1])
-    metrics: dict[str, Any] = {"embedding": embedding}
-    with Jobs(p.workers) as jobs, tracker.stage_run(STUDY, STUDY, p) as run:
-        with phase("simulate"):  # RQ1-RQ3, judge noise, protocol run
-            rq1_started = ex.start_rq1(world, p, rng, jobs)
-            noise_started = ex.start_judge_noise(p, jobs)
-        cached_started: dict[str, Future] = {}
-        if cached is not None:
-            with phase("embed the cached items"):
-                emb = embedder.encode(cached.inputs.questions)
-            cached_started = ex.start_cached(cached.inputs, similarity(emb, emb), p, cached.verifier, jobs)
-        with phase("simulate"):
-            metrics["judge"] = {"calibration": ex.calibrate_split_judge(world, p)}
-            protocol, _, beliefs = ex.run_protocol(world, p)
-            rq1, rq1_out, rq1_seq = ex.finish_rq1(rq1_started, p, rng)
-            rq2, rq2_out, rq2_seq = ex.run_rq2(world, p, rng, jobs)
-            rq3, rq3_out, rq3_seq = ex.run_rq3(world, p, rng, jobs)
-            noise, sweep = ex.run_judge_noise(p, rng, noise_started)
-        metrics.update({"rq1": rq1, "rq2": rq2, "rq3": rq3, "judge_noise": noise, "protocol": protocol})
-        report_rq1(rq1)
-        rows: list[dict[str, Any]] = []
-        outcomes, singles, cached_out = pl.DataFrame(schema=OUTCOME_SCHEMA), {}, {}
-        if cached is not None:
-            with phase("route the cached items"):
-                cached_out = {m: f.result() for m, f in cached_started.items()}
-                rows, metrics["cached"], outcomes = cached_block(cached, cached_out, params)
-                singles = cached_singles(cached.inputs)
+    def run(self, ctx: StudyContext) -> StudyResult:
+        """Run every REDEREF experiment; the child runs go to `ctx.children` as soon as they are known."""
+        params, layout, phase = ctx.params, ctx.layout, ctx.phase
+        p = params.redref
+        with phase("embed the task pool"):
+            cached = cached_setup(params, layout)  # inputs first: a bad cache or solver name fails before any work
+            embedder, embedding = study_embedder(p, layout, cached)
+            world = ex.build_world(p, embedder)
+        rng = np.random.default_rng([p.seed, 1])
+        metrics: dict[str, Any] = {"embedding": embedding}
+        with Jobs(p.workers) as jobs:
+            with phase("simulate"):  # RQ1-RQ3, judge noise, protocol run
+                rq1_started = ex.start_rq1(world, p, rng, jobs)
+                noise_started = ex.start_judge_noise(p, jobs)
+            cached_started: dict[str, Future] = {}
+            if cached is not None:
+                with phase("embed the cached items"):
+                    emb = embedder.encode(cached.inputs.questions)
+                cached_started = ex.start_cached(cached.inputs, similarity(emb, emb), p, cached.verifier, jobs)
+            with phase("simulate"):
+                metrics["judge"] = {"calibration": ex.calibrate_split_judge(world, p)}
+                protocol, _, beliefs = ex.run_protocol(world, p)
+                rq1, rq1_out, rq1_seq = ex.finish_rq1(rq1_started, p, rng)
+                rq2, rq2_out, rq2_seq = ex.run_rq2(world, p, rng, jobs)
+                rq3, rq3_out, rq3_seq = ex.run_rq3(world, p, rng, jobs)
+                noise, sweep = ex.run_judge_noise(p, rng, noise_started)
+            metrics.update({"rq1": rq1, "rq2": rq2, "rq3": rq3, "judge_noise": noise, "protocol": protocol})
+            report_rq1(rq1)
+            rows: list[dict[str, Any]] = []
+            outcomes, singles, cached_out = pl.DataFrame(schema=OUTCOME_SCHEMA), {}, {}
+            if cached is not None:
+                with phase("route the cached items"):
+                    cached_out = {m: f.result() for m, f in cached_started.items()}
+                    rows, metrics["cached"], outcomes = cached_block(cached, cached_out, params)
+                    singles = cached_singles(cached.inputs)
         metrics["provenance"] = ex.provenance(metrics)
-        run.set_tags({"embedding": embedder.name})
-        run.log_metrics({name: {k: v for k, v in metrics[name].items() if isinstance(v, float)} for name in ("rq1", "rq2", "rq3")})
-        run_ids = log_children(run, tracker.uri, jobs, rq_children(rq1_out, rq2_out, rq3_out, noise, p) + cached_children(rows))
+        ctx.parent.set_tags({"embedding": embedder.name})
+        ctx.parent.log_metrics({name: {k: v for k, v in metrics[name].items() if isinstance(v, float)}
+                                for name in ("rq1", "rq2", "rq3")})
+        ctx.children.submit(rq_children(rq1_out, rq2_out, rq3_out, noise, p) + cached_children(rows))
         expert, impaired = world.zoo.names.index(p.rq2.expert), world.zoo.names.index(p.rq3.impaired)
         frames = {
             "rq1_efficiency": plots.rq1_frame(rq1),
@@ -140,8 +113,29 @@ def run_study(params: Params, layout: Layout, tracker: Tracker, phase: Phase = u
         summary_rows = [] if cached is None else [
             {**r, "study": STUDY, "split": "test", "return": None, "dataset": params.data.dataset,
              "solver_set": ",".join(cached.inputs.arms.solvers), "verifier": cached.verifier.name} for r in rows]
-        yield StudyResult(metrics, frames, singles, trajectories(world, simulated, cached, cached_out, p), summary_rows,
-                          outcomes, beliefs, embedder.name, run, run_ids)
+
+        def summaries(ids: dict) -> pl.DataFrame | list[dict[str, Any]]:
+            """The summary rows with their child runs' ids; with redref.cached.enabled false, no
+            frontier points but the declared output exists."""
+            if not summary_rows:
+                return pl.DataFrame(schema=SUMMARY_SCHEMA)
+            return [{**r, "run_id": ids.get((r["method"], r["seed"]))} for r in summary_rows]
+
+        def finish(written: Written) -> None:
+            """The written plots, and the protocol run's beliefs (loadable by BeliefState.load)."""
+            ctx.parent.log_artifacts(layout.plots(STUDY), "plots")
+            with tempfile.TemporaryDirectory() as tmp:
+                for s, state in enumerate(beliefs):
+                    ctx.parent.log_artifact(state.save(Path(tmp) / f"beliefs_protocol_seed{s}.json"), "beliefs")
+
+        return StudyResult(
+            metrics=metrics, trajectories=trajectories(world, simulated, cached, cached_out, p),
+            figures=lambda: plots.write_figures(layout.plots(STUDY), frames, singles, p) and None,
+            summaries=summaries, outcomes=outcomes, finish=finish,
+            report=lambda m: f"redref: done ({embedder.name} embeddings; seconds per phase in {layout.timings(STUDY)})",
+            phase_names={"trajectories": "write trajectories", "mlflow_wait": "MLflow runs and summaries",
+                         "summaries": "MLflow runs and summaries"},
+        )
 
 
 def cached_setup(params: Params, layout: Layout) -> CachedSetup | None:
@@ -198,15 +192,6 @@ def cached_singles(inputs: ex.CachedInputs) -> dict[str, tuple[float, float]]:
     """Each solver always asked alone on the test items: (mean cost, accuracy)."""
     arms, scored = inputs.arms, slice(inputs.n_warm, None)
     return {s: (float(arms.cost[scored, k].mean()), float(arms.correct[scored, k].mean())) for k, s in enumerate(arms.solvers)}
-
-
-def log_children(run: StageRun, uri: str, jobs: Jobs, children: list[Child]) -> Future:
-    """The child runs, written by a worker process (redref.workers > 1) or here; a Future of the keyed run ids."""
-    if run.active and jobs.workers > 1:
-        return jobs.submit(write_children_to, uri, run.run_id, run.experiment_id, STUDY, run.series_points, children)
-    done: Future = Future()
-    done.set_result(write_children(run, children) if run.active else {})
-    return done
 
 
 def trajectories(world: ex.World, simulated: dict[str, tuple[dict, np.ndarray]], cached: CachedSetup | None,
