@@ -21,6 +21,8 @@ params_app = typer.Typer(help="Inspect and apply params.yaml profiles and docs."
 app.add_typer(params_app, name="params")
 
 PROFILES_DIR = Path("profiles")
+TABLE_MAX_ROWS = 10_000
+"""`dlab query --format table` holds what it prints in memory: at most this many rows."""
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -174,7 +176,7 @@ def query(
     format: Annotated[str, typer.Option(help="table | csv | json")] = "table",
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
     limit: Annotated[int, typer.Option(min=1, help="rows to print in table format")] = 50,
-    timeout: Annotated[float, typer.Option(min=0, help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
+    timeout: Annotated[float, typer.Option(help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
     max_rows: Annotated[int, typer.Option(min=0, help="csv / json: write at most this many result rows; 0 = no limit")] = 10_000,
     memory_limit: Annotated[str | None, typer.Option(
         help="DuckDB's memory for the query (e.g. 512MiB, 2GB); past it, it spills to a private temporary folder. "
@@ -193,6 +195,9 @@ def query(
 
     if format not in ("table", "csv", "json"):
         fail(f"--format must be table, csv or json (got {format[:40]!r})", 2)
+    if format == "table" and limit > TABLE_MAX_ROWS:  # the table is built in memory: bounded like a screen
+        fail(f"error: --limit {limit}: the table format shows at most {TABLE_MAX_ROWS} rows; use --format csv or json "
+             "(written as the rows arrive) for more", 2)
     try:
         if format == "table":
             result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=limit, memory_limit=memory_limit)
