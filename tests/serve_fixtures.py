@@ -27,6 +27,15 @@ CLIENT_KEY = "sk-client-fedcba9876543210-never-journal"
 PRICE = {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
 
 
+STREAM_JUNK = {
+    "JUNKLIST": "[1, 2, 3]",
+    "JUNKCONTENT": json.dumps({"choices": [{"index": 0, "delta": {"content": 5}}]}),
+    "JUNKUSAGE": json.dumps({"choices": [], "usage": "lots"}),
+    "NANUSAGE": '{"choices": [], "usage": {"prompt_tokens": NaN, "completion_tokens": NaN}}',
+}
+"""Stream events that are not chat.completion.chunk objects, sent second when the question holds the key."""
+
+
 def fake_answer(content: str) -> str:
     """The fake backend's reply: a number derived from the question, so mix-ups show."""
     return f"The answer is computed.\n#### {len(content)}"
@@ -34,7 +43,9 @@ def fake_answer(content: str) -> str:
 
 class FakeBackend:
     """POST /v1/chat/completions. A question containing FAIL gets HTTP 500, ECHOKEY gets the caller's
-    Authorization header echoed back in the text; `hold_until` holds every request until that many
+    Authorization header echoed back in the text, ECHOQ the question itself, SURROGATE a lone surrogate
+    in the text, HUGEUSAGE / NEGUSAGE completion_tokens 1e30 / -5, a STREAM_JUNK key that event in its
+    stream, SLOWSTREAM a 0.2 s pause after each streamed piece; `hold_until` holds every request until that many
     are in flight (or `release` is set)."""
 
     def __init__(self, delay_s: float = 0.0):
@@ -89,9 +100,13 @@ class FakeBackend:
             if "FAIL" in content:
                 return self._send(h, 500, {"error": {"message": "backend exploded"}})
             text = fake_answer(content) + (f"\nyour key: {auth}" if "ECHOKEY" in content else "")
+            text += f"\nyou said: {content}" if "ECHOQ" in content else ""
+            text += "\ud800 lone" if "SURROGATE" in content else ""  # json.dumps sends it as the escape \\ud800
             usage = {"prompt_tokens": 10 + len(content) // 4, "completion_tokens": 7, "total_tokens": 17 + len(content) // 4}
+            usage["completion_tokens"] = 1e30 if "HUGEUSAGE" in content else -5 if "NEGUSAGE" in content else 7
             if body.get("stream"):
-                return self._stream(h, body["model"], text, usage)
+                junk = next((event for key, event in STREAM_JUNK.items() if key in content), None)
+                return self._stream(h, body["model"], text, usage, junk, 0.2 if "SLOWSTREAM" in content else 0.0)
             self._send(h, 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                              "finish_reason": "stop"}], "usage": usage})
@@ -113,16 +128,20 @@ class FakeBackend:
         h.wfile.write(data)
 
     @staticmethod
-    def _stream(h: BaseHTTPRequestHandler, model: str, text: str, usage: dict) -> None:
+    def _stream(h: BaseHTTPRequestHandler, model: str, text: str, usage: dict, junk: str | None = None,
+                pause_s: float = 0.0) -> None:
         h.send_response(200)
         h.send_header("content-type", "text/event-stream")
         h.end_headers()
         pieces = [text[i:i + 5] for i in range(0, len(text), 5)]
-        for piece in pieces:
+        for i, piece in enumerate(pieces):
             chunk = {"id": "x", "object": "chat.completion.chunk", "model": model,
                      "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
             h.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            if junk is not None and i == 1:
+                h.wfile.write(f"data: {junk}\n\n".encode())
             h.wfile.flush()
+            time.sleep(pause_s)
         h.wfile.write(f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
 
 

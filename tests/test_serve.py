@@ -14,7 +14,7 @@ import pytest
 from delegation_lab.params.root import load_params
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.calls import served_item
-from delegation_lab.serve.journal import read_decisions, read_served_answers
+from delegation_lab.serve.journal import DECISIONS_JOURNAL, read_decisions, read_served_answers
 from delegation_lab.solvers import build_solver
 
 from .serve_fixtures import BACKEND_KEY, CLIENT_KEY, FakeBackend, ServeProcess, fake_answer, write_project
@@ -89,7 +89,7 @@ def test_router_cascade_and_journal_with_the_openai_client(llama_server, fake, t
     layout = Layout(root)
     decisions = read_decisions(layout)
     assert decisions.height == 5 and decisions["request_id"].n_unique() == 5
-    assert (layout.served_decisions.exists() and not list(layout.served_journal("decisions").glob("*.parquet")))
+    assert (layout.served_decisions.exists() and not list(layout.served_journal(DECISIONS_JOURNAL).glob("*.parquet")))
     # the journal row of the routed llama answer: the request hash solve@small computes for the served item
     params = load_params(layout.params_file)
     item = served_item(alpha)

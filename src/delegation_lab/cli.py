@@ -21,6 +21,9 @@ params_app = typer.Typer(help="Inspect and apply params.yaml profiles and docs."
 app.add_typer(params_app, name="params")
 
 PROFILES_DIR = Path("profiles")
+TABLE_MAX_ROWS = 10_000
+UVICORN_LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+"""`dlab query --format table` holds what it prints in memory: at most this many rows."""
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -99,17 +102,31 @@ def calibrate(
 
     from delegation_lab.solvers.simulated import calibrate_skill
 
-    params = load_params(params_path)
+    import math
+
+    wanted: list[tuple[str, float]] = []
+    for pair in targets:  # every target checked before anything is read or printed
+        name, _, value = pair.partition("=")
+        try:
+            accuracy = float(value)
+        except ValueError:
+            accuracy = math.nan
+        if not 0 < accuracy < 1:
+            fail(f"error: {pair!r}: give SOLVER=ACCURACY with an accuracy strictly between 0 and 1, e.g. A=0.967", 2)
+        wanted.append((name, accuracy))
+    try:
+        params = load_params(params_path)
+    except ConfigError as e:
+        fail(str(e), 2)
     if not items.exists():
         fail(f"{items}: not found; run `dvc repro prepare` first")
     difficulties = pl.read_parquet(items)["difficulty"].to_numpy()
-    for pair in targets:
-        name, _, value = pair.partition("=")
+    for name, accuracy in wanted:
         solver = params.solvers.get(name)
         if solver is None or solver.simulated is None:
             fail(f"{name}: not a simulated solver in {params_path}")
-        skill = calibrate_skill(float(value), difficulties, solver.simulated.difficulty_slope)
-        typer.echo(f"solvers.{name}.simulated.skill: {skill:.4f}   # target {float(value):.3f}")
+        skill = calibrate_skill(accuracy, difficulties, solver.simulated.difficulty_slope)
+        typer.echo(f"solvers.{name}.simulated.skill: {skill:.4f}   # target {accuracy:.3f}")
 
 
 @app.command("import")
@@ -174,7 +191,7 @@ def query(
     format: Annotated[str, typer.Option(help="table | csv | json")] = "table",
     root: Annotated[Path, typer.Option(help="project root holding data/ and results/")] = Path("."),
     limit: Annotated[int, typer.Option(min=1, help="rows to print in table format")] = 50,
-    timeout: Annotated[float, typer.Option(min=0, help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
+    timeout: Annotated[float, typer.Option(help="stop the statement after this many seconds; 0 = no limit")] = 30.0,
     max_rows: Annotated[int, typer.Option(min=0, help="csv / json: write at most this many result rows; 0 = no limit")] = 10_000,
     memory_limit: Annotated[str | None, typer.Option(
         help="DuckDB's memory for the query (e.g. 512MiB, 2GB); past it, it spills to a private temporary folder. "
@@ -193,6 +210,9 @@ def query(
 
     if format not in ("table", "csv", "json"):
         fail(f"--format must be table, csv or json (got {format[:40]!r})", 2)
+    if format == "table" and limit > TABLE_MAX_ROWS:  # the table is built in memory: bounded like a screen
+        fail(f"error: --limit {limit}: the table format shows at most {TABLE_MAX_ROWS} rows; use --format csv or json "
+             "(written as the rows arrive) for more", 2)
     try:
         if format == "table":
             result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=limit, memory_limit=memory_limit)
@@ -377,8 +397,11 @@ def serve(
     from delegation_lab.serve.app import ServeOptions
     from delegation_lab.serve.app import serve as run_server
 
+    if log_level.lower() not in UVICORN_LOG_LEVELS:
+        fail(f"error: --log-level {log_level[:40]!r}: one of {', '.join(UVICORN_LOG_LEVELS)}", 2)
+
     options = ServeOptions(root, host, port, list(model or []), api_key_env, concurrency, queue_size, max_body_bytes,
-                           log_level)
+                           log_level.lower())
     try:
         raise typer.Exit(run_server(options))
     except ConfigError as e:
@@ -402,9 +425,18 @@ def frontier_table(
 
     try:
         summary = json.loads(metrics.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as e:
         fail(f"{metrics}: {e}")
-    wanted = set(kinds.split(","))
+    try:
+        text = _frontier_markdown(summary, set(kinds.split(",")), markdown_table)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        fail(f"error: {metrics}: not a frontier metrics file (`dvc repro frontier` writes one): "
+             f"{type(e).__name__} {str(e)[:80]}", 2)
+    emit(text, out)
+
+
+def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
+    """The frontier table's Markdown (frontier-table); KeyError / TypeError on a file of another shape."""
 
     def interval(ci: list[float] | None, fmt: str) -> str:
         return "—" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
@@ -423,8 +455,8 @@ def frontier_table(
     header = (f"{summary['dataset']}, {summary['split']} split ({summary['n_items']} items), verifier "
               f"{summary.get('verifier', {}).get('name', '?')}; accuracy and cost at each method's most accurate point, "
               f"95 % item-level bootstrap intervals.\n\n")
-    emit(header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
-                                        "vs best single (Δ acc, p)"]) + "\n", out)
+    return header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
+                                          "vs best single (Δ acc, p)"]) + "\n"
 
 
 @app.command("portfolio")

@@ -371,6 +371,12 @@ def read_yaml(path: Path) -> Any:
         return load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(path), [f"not UTF-8 text (byte {e.start + 1} cannot be read); save it as UTF-8"]) from None
+    except IsADirectoryError:
+        raise ConfigError(str(path), ["is a folder, not a YAML file"]) from None
+    except OSError as e:
+        raise ConfigError(str(path), [f"cannot be read ({e.strerror or type(e).__name__})"]) from None
     except YAMLRefused as e:
         raise ConfigError(str(path), [str(e)]) from None
 

@@ -13,6 +13,8 @@ And two bounds on what one query may take: DuckDB's `memory_limit` (by default t
 1 GiB and a quarter of the machine's memory) with a private spill folder under the system's
 temporary directory (never one of the data folders; at most `MAX_SPILL` of disk, removed when the
 query ends), and the rows leave as Arrow record batches that `query_output` writes as they come.
+No single value may pass MAX_CELL_BYTES (checked by DuckDB on each text or blob column before the
+value is copied out, and on every batch): one value is never the reason a query takes gigabytes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -54,6 +57,10 @@ MAX_MEMORY_LIMIT = 1024**3  # DuckDB's memory per query: at most 1 GiB ...
 MEMORY_SHARE = 4  # ... and at most a quarter of the machine
 MAX_SPILL = "4GiB"  # disk a query may spill to once its memory is full
 BATCH_ROWS = 1024
+MAX_CELL_BYTES = 16 * 1024**2  # the largest single text or blob value a query may return
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # --timeout at most a week (threading's timers overflow far above it)
+CELL_CAP_MARK = "dlab-cell-cap:"
+MEMORY_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.I)
 HIVE_PARTITIONS = pa.schema([("study", pa.string()), ("method", pa.string()), ("seed", pa.int64())])
 
 
@@ -175,6 +182,26 @@ def default_memory_limit() -> str:
     return f"{min(MAX_MEMORY_LIMIT, machine_memory() // MEMORY_SHARE) // 1024**2}MiB"
 
 
+def checked_memory_limit(memory_limit: str | None) -> str | None:
+    """`memory_limit` if it is a positive size DuckDB reads (512MiB, 2GB, 1.5 GiB); QueryRefused naming
+    it otherwise (DuckDB itself reads `-1` or `-5GB` as "no limit", which is never meant here)."""
+    if memory_limit is None:
+        return None
+    found = MEMORY_SIZE.match(memory_limit)
+    if not found or float(found.group(1)) <= 0:
+        raise QueryRefused(f"--memory-limit {memory_limit[:40]!r}: give a positive size with a unit, e.g. 512MiB or 2GB")
+    return memory_limit
+
+
+def checked_timeout(timeout_s: float | None) -> float | None:
+    """`timeout_s` (None / 0: no limit) if it is a finite number of seconds up to MAX_TIMEOUT_S."""
+    if timeout_s is None or timeout_s == 0:
+        return timeout_s
+    if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s <= MAX_TIMEOUT_S):
+        raise QueryRefused(f"--timeout {timeout_s!r}: give seconds between 0 (no limit) and {MAX_TIMEOUT_S:g}")
+    return timeout_s
+
+
 def connect_sealed(layout: Layout, memory_limit: str | None = None, spill: Path | None = None) -> duckdb.DuckDBPyConnection:
     """The views of `store.connect`, but read through pyarrow by a DuckDB that can open no file;
     it works within `memory_limit` (default `default_memory_limit()`) and spills to `spill` (a
@@ -218,6 +245,10 @@ class QueryStream:
             self.timer.start()
         try:
             relation = con.sql(sql)  # lazy: rows stream in batches, never all at once
+            if relation is None:  # not a query with rows
+                raise QueryRefused("the statement returns no rows")
+            _unique_columns(relation.columns)
+            relation = _cell_capped(con, sql, relation)
             stream = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch  # duckdb 2 / 1
             self.reader = stream(batch_rows)
         except (duckdb.Error, pa.ArrowException, OSError) as e:
@@ -239,11 +270,18 @@ class QueryStream:
                 return
             except (duckdb.Error, pa.ArrowException, OSError) as e:  # DuckDB's errors reach Arrow's reader as OSError
                 raise self.refusal(e) from None
+            if self.fired.is_set():  # the timer fired and DuckDB went on: stop at this batch
+                raise self.refusal(TimeoutError())
+            _check_cells(batch)
             yield batch
 
     def refusal(self, error: BaseException) -> QueryRefused:
         """One line saying which limit stopped the query, or DuckDB's own first line."""
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if CELL_CAP_MARK in first:
+            column = first.split(CELL_CAP_MARK, 1)[1].strip()
+            return QueryRefused(f"a value in column {column} is over {MAX_CELL_BYTES // 1024**2} MiB, the most one "
+                                "value may hold here; select a part of it (left(col, n)) or its length")
         if self.fired.is_set() or isinstance(error, duckdb.InterruptException):
             return QueryRefused(f"query stopped after {self.timeout_s:g} s (--timeout); narrow it or raise the limit")
         if isinstance(error, duckdb.OutOfMemoryException) or "Out of Memory" in first:
@@ -257,6 +295,49 @@ class QueryStream:
         self.con.close()
 
 
+def _unique_columns(names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise QueryRefused(f"the result has two columns named {name!r}; give each a name of its own (AS ...)")
+        seen.add(name)
+
+
+def _cell_capped(con: duckdb.DuckDBPyConnection, sql: str, relation: Any) -> Any:
+    """`relation` with each text or blob column checked by DuckDB against MAX_CELL_BYTES, so a huge
+    value fails where it is made instead of being copied to Arrow and Python. A statement that cannot
+    be wrapped (EXPLAIN, a trailing comment after `;`) is returned as it is: `_check_cells` still
+    refuses its big values batch by batch."""
+    capped = {i: "strlen" if str(t) == "VARCHAR" else "octet_length" for i, t in enumerate(relation.types)
+              if str(t) in ("VARCHAR", "BLOB")}  # both count bytes, without a copy
+    if not capped:
+        return relation
+    columns = []
+    for i, name in enumerate(relation.columns):
+        quoted = '"' + name.replace('"', '""') + '"'
+        if i in capped:
+            mark = f"{CELL_CAP_MARK} {name!r}".replace("'", "''")
+            columns.append(f"CASE WHEN {capped[i]}({quoted}) > {MAX_CELL_BYTES} THEN error('{mark}') "
+                           f"ELSE {quoted} END AS {quoted}")
+        else:
+            columns.append(quoted)
+    body = sql.rstrip().rstrip(";")
+    try:
+        return con.sql(f"SELECT {', '.join(columns)} FROM (\n{body}\n) AS dlab_capped")
+    except duckdb.Error:
+        return relation
+
+
+def _check_cells(batch: pa.RecordBatch) -> None:
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_binary(column.type)
+                or pa.types.is_large_binary(column.type)) and len(column):
+            longest = pc.max(pc.binary_length(column)).as_py()
+            if longest is not None and longest > MAX_CELL_BYTES:
+                raise QueryRefused(f"a value in column {name!r} is over {MAX_CELL_BYTES // 1024**2} MiB, the most one "
+                                   "value may hold here; select a part of it (left(col, n)) or its length")
+
+
 @contextmanager
 def stream_query(layout: Layout, sql: str, timeout_s: float | None = 30.0, memory_limit: str | None = None,
                  batch_rows: int = BATCH_ROWS) -> Iterator[QueryStream]:
@@ -265,7 +346,8 @@ def stream_query(layout: Layout, sql: str, timeout_s: float | None = 30.0, memor
     `default_memory_limit()`) and spills the rest to a private folder under the system's temporary
     directory, removed afterwards."""
     check_statement(sql)
-    limit = memory_limit or default_memory_limit()
+    timeout_s = checked_timeout(timeout_s)
+    limit = checked_memory_limit(memory_limit) or default_memory_limit()
     with tempfile.TemporaryDirectory(prefix="dlab-query-") as spill:
         con = connect_sealed(layout, limit, Path(spill))
         try:

@@ -5,10 +5,12 @@ Endpoints: `POST /v1/chat/completions` and `GET /v1/models` in OpenAI's wire for
 `Authorization: Bearer <key>` (compared in constant time; the key is never logged, journalled or
 labelled). Errors are OpenAI's error JSON: 400 malformed body or messages, 401 bad key, 404 unknown
 model, 413 body over the limit, 429 queue full (with Retry-After), 502 / 504 a backend failed or
-timed out after its retries (the message names the solver and backend), 500 a bug.
+timed out after its retries (the message names the solver and backend), 503 the journal cannot be
+written (so no answer would be recorded; /health says why), 500 a bug.
 
 Shutdown (SIGTERM or SIGINT): uvicorn stops accepting, lets every request in flight finish, then the
-lifespan's exit flushes and compacts the journal; the process exits 0.
+lifespan's exit flushes and compacts the journal; the process exits 0, or 1 when a journal write
+failed (the count it prints is the count of decision rows on disk either way).
 """
 
 from __future__ import annotations
@@ -84,9 +86,13 @@ def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="delegation-lab serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "models": len(state.policies), "in_flight": state.admission.working,
-                "queued": state.admission.admitted - state.admission.working}
+    async def health() -> Any:
+        body = {"status": "ok", "models": len(state.policies), "in_flight": state.admission.working,
+                "queued": state.admission.admitted - state.admission.working, "journalled": state.journal.rows}
+        failure = state.journal.failure
+        if failure:
+            return JSONResponse({**body, "status": "unhealthy", "error": failure}, status_code=503)
+        return body
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -107,6 +113,9 @@ def create_app(state: ServerState) -> FastAPI:
     async def chat(request: Request) -> Response:
         if not _authorized(state, request):
             return _unauthorized()
+        if state.journal.failure:  # an answer now would not be recorded: refuse rather than lose it
+            return error_response(503, f"the server cannot journal requests: {state.journal.failure}", "server_error",
+                                  "journal_failed")
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > state.max_body_bytes:
             return _too_large(state)
@@ -117,6 +126,9 @@ def create_app(state: ServerState) -> FastAPI:
             payload = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             return error_response(400, f"the body is not JSON ({e.msg if hasattr(e, 'msg') else e})", "invalid_request_error")
+        except RecursionError:
+            return error_response(400, f"the body is nested too deeply (more than about {sys.getrecursionlimit()} "
+                                  "levels of arrays or objects)", "invalid_request_error", "too_deep")
         try:
             chat_request = ChatRequest.model_validate(payload)
         except ValidationError as e:
@@ -157,7 +169,7 @@ async def _answer(state: ServerState, policy: Policy, chat_request: ChatRequest)
     request_id = uuid.uuid4().hex
     start = time.perf_counter()
     conversation = chat_request.conversation()
-    item = served_item(conversation, (chat_request.metadata or {}).get("gold"))
+    item = served_item(conversation, chat_request.gold())
     try:
         served = await policy.run(item, conversation)
     except Exception as e:  # a bug: the client gets a 500, the log the reason (masked)
@@ -224,7 +236,7 @@ def serve(options: ServeOptions) -> int:
         for s in p.solvers.values():
             secrets += s.secrets
     with served_lock(layout):
-        journal = ServedJournal(layout, solvers)
+        journal = ServedJournal(layout, solvers, secrets=secrets)
         state = ServerState(policies, journal, Admission(options.concurrency, options.queue_size), ServerMetrics(),
                             api_key, options.max_body_bytes, secrets)
         # IPPROTO_TCP named, as getaddrinfo would: asyncio disables Nagle only on sockets that say so, and
@@ -256,4 +268,8 @@ def serve(options: ServeOptions) -> int:
             journal.close()  # after the lifespan's close (a no-op then), or when the app never started
     why = f" by {signal.Signals(stopped_by[0]).name}" if stopped_by else ""
     print(f"dlab serve: stopped{why}; {journal.rows} requests journalled in {layout.served_dir}", flush=True)
+    if journal.failure or journal.pending:
+        print(f"dlab serve: error: {journal.pending} requests answered but NOT journalled; {journal.failure}",
+              file=sys.stderr, flush=True)
+        return 1
     return 0

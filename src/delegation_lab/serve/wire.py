@@ -3,11 +3,26 @@ body (validated, so a malformed one is a 400 naming the field), the error JSON, 
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str | None) -> str | None:
+    """`text` as UTF-8 can store it: each lone surrogate (JSON's `"\\ud800"`, a shell's undecodable
+    byte) becomes U+FFFD; any other text is returned as it is (the same object)."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return SURROGATE.sub("\ufffd", text)
 
 
 class ContentPart(BaseModel):
@@ -26,11 +41,11 @@ class Message(BaseModel):
     def text(self) -> str:
         """The message's text (a list of parts joined); only text parts are served."""
         if isinstance(self.content, str):
-            return self.content
+            return clean_text(self.content) or ""
         bad = [p.type for p in self.content if p.type != "text" or p.text is None]
         if bad:
             raise ValueError(f"only text content parts are served (got {', '.join(bad)})")
-        return "".join(p.text or "" for p in self.content)
+        return clean_text("".join(p.text or "" for p in self.content)) or ""
 
 
 class StreamOptions(BaseModel):
@@ -62,6 +77,10 @@ class ChatRequest(BaseModel):
 
     def conversation(self) -> list[dict[str, str]]:
         return [{"role": m.role, "content": m.text()} for m in self.messages]
+
+    def gold(self) -> str | None:
+        """The client's `metadata.gold`, stored as UTF-8 can hold it."""
+        return clean_text((self.metadata or {}).get("gold"))
 
 
 def validation_message(e: ValidationError) -> tuple[str, str | None]:
