@@ -19,7 +19,7 @@ import anyio
 import httpx
 from fastapi.responses import Response, StreamingResponse
 
-from delegation_lab.serve.calls import ServedSolver, _count, served_item
+from delegation_lab.serve.calls import ServedSolver, served_item
 from delegation_lab.serve.policies import Policy, Served
 from delegation_lab.serve.state import dlab_headers, record
 from delegation_lab.serve.wire import ChatRequest, clean_text, error_response
@@ -205,13 +205,9 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
     except httpx.HTTPError as e:
         error = f"stream failed ({type(e).__name__})"
     text = "".join(parts)
-    tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    extra: dict[str, Any] = {}
-    if tokens_in is None or tokens_out is None:
-        extra["tokens_estimated"] = True
-        extra.update({f"reported_{k}": repr(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage})
-    tokens_in = messages_tokens(request.messages) if tokens_in is None else tokens_in
-    tokens_out = estimate_tokens(text) if tokens_out is None else tokens_out
-    gen = Generation(text=None if error else text, tokens_in=0 if error else tokens_in, tokens_out=0 if error else tokens_out,
-                     latency_s=round(time.perf_counter() - start, 4), error=error, extra={**extra, "streamed": True})
+    # the counts as reported: `finish` passes them through the one boundary (solvers.usage.checked_generation)
+    gen = Generation.model_construct(
+        text=None if error else text, tokens_in=None if error else usage.get("prompt_tokens"),
+        tokens_out=None if error else usage.get("completion_tokens"), latency_s=round(time.perf_counter() - start, 4),
+        error=error, cost_usd=None, parsed_answer=None, source_parsed=False, extra={"streamed": True})
     yield None, solver.finish(request, gen)
