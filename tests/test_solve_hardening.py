@@ -127,3 +127,46 @@ def test_the_solve_stage_with_usage_1e30_prints_a_sane_spend(server, tmp_path, c
     assert spent < 0.01, out
     stats = json.loads(Layout(root).solve_run("A").read_text())
     assert stats["cost_usd_this_run"] < 0.01
+
+
+# ------------------------------------------------------------ prices and imported numbers
+
+
+def test_params_check_refuses_an_absurd_price_naming_the_key(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from delegation_lab.cli import app
+
+    from .conftest import REPO
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    solver = next(iter(raw["solvers"]))
+    raw["solvers"][solver]["price"] = {"input_usd_per_mtok": 1.7e308, "output_usd_per_mtok": 1.0, "source": "typo"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["params", "check", "--path", str(tmp_path / "params.yaml")])
+    assert result.exit_code == 2, result.output
+    assert "input_usd_per_mtok" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("check", ["cost", "score", "correct", "tokens"])
+def test_a_nan_in_an_import_is_refused_not_re_priced(tmp_path, check):
+    from delegation_lab.solvers.replay.records import ReplayError, correctness, cost_value, token_count, unit_score
+
+    fn = {"cost": cost_value, "score": unit_score, "correct": correctness, "tokens": token_count}[check]
+    with pytest.raises(ReplayError, match=r"f\.json: record 3.*NaN"):
+        fn(float("nan"), tmp_path / "f.json", "record 3")
+    if check != "tokens":  # RouterBench's pandas frames: NaN is its empty cell
+        assert fn(float("nan"), tmp_path / "f.pkl", "row 1", nan_is_empty=True) is None
+    assert fn(None, tmp_path / "f.json", "record 3") is None
+
+
+def test_a_nan_cost_in_a_routerarena_file_is_one_line(tmp_path):
+    from delegation_lab.solvers.replay.records import ReplayError
+    from delegation_lab.solvers.replay.routerarena_jsonl import read_routerarena_jsonl
+
+    line = ('{"global_index": 1, "question": "q", "generated_answer": "a", "token_usage": {}, '
+            '"evaluation_result": {"score": 1, "inference_cost": NaN}, "success": true}')
+    (tmp_path / "m.jsonl").write_text(line + "\n")
+    with pytest.raises(ReplayError, match="m.jsonl: line 1.*inference_cost.*NaN"):
+        read_routerarena_jsonl(tmp_path / "m.jsonl")
