@@ -24,7 +24,7 @@ from delegation_lab.serve.policies import Policy, Served
 from delegation_lab.serve.state import dlab_headers, record
 from delegation_lab.serve.wire import ChatRequest, clean_text, error_response
 from delegation_lab.solvers.base import Answer, Generation, Request, mask_secrets
-from delegation_lab.solvers.http_body import ReplyTooLarge, read_capped
+from delegation_lab.solvers.http_body import STREAM_OVERHEAD, ReplyTooLarge, iter_lines_capped, read_capped
 from delegation_lab.solvers.openai_compat import ERROR_BODY_CHARS
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 
@@ -185,7 +185,8 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
                 body = mask_secrets(raw.decode(errors="replace"), solver.secrets) or ""
                 error = f"HTTP {response.status_code}: {' '.join(body.split())[:ERROR_BODY_CHARS]}"
             else:
-                async for line in response.aiter_lines():
+                cap = backend.params.max_reply_bytes
+                async for line in iter_lines_capped(response, cap, STREAM_OVERHEAD * cap):
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
@@ -204,6 +205,8 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
                         break
     except httpx.HTTPError as e:
         error = f"stream failed ({type(e).__name__})"
+    except ReplyTooLarge as e:  # one huge line, or a gzip bomb: an error row, never an empty 200 answer
+        error = str(e)
     text = "".join(parts)
     # the counts as reported: `finish` passes them through the one boundary (solvers.usage.checked_generation)
     gen = Generation.model_construct(
