@@ -391,6 +391,10 @@ def serve(
     queue_size: Annotated[int, typer.Option(min=0, help="requests waiting beyond those; one more gets 429")] = 256,
     max_body_bytes: Annotated[int, typer.Option(min=1024, help="largest request body; larger gets 413")] = 1 << 20,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level")] = "info",
+    max_body_bytes_in_flight: Annotated[int, typer.Option(
+        min=1024, help="request-body bytes all clients together may have in memory; past it 429")] = 64 << 20,
+    header_timeout: Annotated[float, typer.Option(
+        min=0.1, max=3600, help="seconds a connection has to send a complete request head")] = 30.0,
 ) -> None:
     """Serve saved policies as an OpenAI-compatible endpoint (POST /v1/chat/completions, GET /v1/models,
     /health, /metrics), journalling every answer into data/served/ (docs/serving.md)."""
@@ -401,7 +405,7 @@ def serve(
         fail(f"error: --log-level {log_level[:40]!r}: one of {', '.join(UVICORN_LOG_LEVELS)}", 2)
 
     options = ServeOptions(root, host, port, list(model or []), api_key_env, concurrency, queue_size, max_body_bytes,
-                           log_level.lower())
+                           log_level.lower(), header_timeout, max_body_bytes_in_flight)
     try:
         raise typer.Exit(run_server(options))
     except ConfigError as e:

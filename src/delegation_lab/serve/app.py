@@ -37,8 +37,9 @@ from pydantic import ValidationError
 from delegation_lab.params.root import load_params
 from delegation_lab.errors import InputError
 from delegation_lab.pipeline.layout import Layout
-from delegation_lab.serve.backpressure import Admission, QueueFull
+from delegation_lab.serve.backpressure import Admission, BodyBudget, QueueFull
 from delegation_lab.serve.calls import served_item
+from delegation_lab.serve.connection import HEADER_TIMEOUT_S, header_timeout_protocol
 from delegation_lab.serve.journal import ServedJournal, served_lock
 from delegation_lab.serve.metrics import ServerMetrics
 from delegation_lab.serve.policies import Policy, Served, build_policies, default_models
@@ -48,6 +49,11 @@ from delegation_lab.solvers.base import mask_secrets
 
 MAX_BODY_BYTES = 1 << 20
 """Default largest request body (1 MiB): a chat request is far smaller; a bigger one is refused with 413."""
+
+MAX_BODY_BYTES_IN_FLIGHT = 64 << 20
+"""Default bound on the request bytes all clients together may have in the server's memory at once
+(64 MiB): 320 concurrent 1 MiB bodies were 9.2 GB of Python objects; past the bound a request is
+refused with 429 while its body is still arriving."""
 
 
 @dataclass
@@ -61,6 +67,8 @@ class ServeOptions:
     queue_size: int = 256
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
+    header_timeout_s: float = HEADER_TIMEOUT_S
+    max_body_bytes_in_flight: int = MAX_BODY_BYTES_IN_FLIGHT
 
 
 def _authorized(state: ServerState, request: Request) -> bool:
@@ -119,46 +127,73 @@ def create_app(state: ServerState) -> FastAPI:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > state.max_body_bytes:
             return _too_large(state)
-        body = await request.body()
-        if len(body) > state.max_body_bytes:
-            return _too_large(state)
+        held = [0]
         try:
-            payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            return error_response(400, f"the body is not JSON ({e.msg if hasattr(e, 'msg') else e})", "invalid_request_error")
-        except RecursionError:
-            return error_response(400, f"the body is nested too deeply (more than about {sys.getrecursionlimit()} "
-                                  "levels of arrays or objects)", "invalid_request_error", "too_deep")
-        try:
-            chat_request = ChatRequest.model_validate(payload)
-        except ValidationError as e:
-            message, param = validation_message(e)
-            return error_response(400, message, "invalid_request_error", "invalid_request", param)
-        policy = state.policies.get(chat_request.model)
-        if policy is None:
-            state.metrics.requests.labels("(unknown)", "404").inc()
-            return error_response(404, f"the model {chat_request.model!r} is not served here; GET /v1/models lists "
-                                  f"{len(state.policies)}", "invalid_request_error", "model_not_found", "model")
-        try:
-            if chat_request.stream:  # the slot is held until the stream ends, not until this returns
-                from delegation_lab.serve.stream import stream_response
-
-                slot = state.admission.slot()
-                await slot.__aenter__()
-                try:
-                    return await stream_response(state, policy, chat_request, lambda: slot.__aexit__(None, None, None))
-                except BaseException:
-                    await slot.__aexit__(None, None, None)
-                    raise
-            async with state.admission.slot():
-                return await _answer(state, policy, chat_request)
-        except QueueFull as e:
-            state.metrics.rejected.inc()
-            state.metrics.requests.labels(policy.name, "429").inc()
-            return error_response(429, str(e), "rate_limit_error", "queue_full",
-                                  headers={"Retry-After": str(e.retry_after_s)})
+            body = await _read_body(state, request, held)
+            if isinstance(body, Response):
+                return body
+            return await _chat(state, body)
+        finally:
+            state.bodies.give(held[0])
 
     return app
+
+
+async def _read_body(state: ServerState, request: Request, held: list[int]) -> bytes | Response:
+    """The body, counted as it arrives (a chunked upload has no Content-Length to check first): 413
+    past `max_body_bytes`, 429 when every client's bodies together pass the in-flight bound; `held[0]`
+    is what this request took from that bound (given back by the caller)."""
+    chunks: list[bytes] = []
+    async for chunk in request.stream():
+        held[0] += len(chunk)
+        if held[0] > state.max_body_bytes:
+            return _too_large(state)
+        if not state.bodies.take(len(chunk)):
+            held[0] -= len(chunk)
+            state.metrics.rejected.inc()
+            return error_response(429, f"the server holds {state.bodies.total} bytes of request bodies already; retry",
+                                  "rate_limit_error", "body_bytes_in_flight", headers={"Retry-After": "1"})
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _chat(state: ServerState, body: bytes) -> Response:
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return error_response(400, f"the body is not JSON ({e.msg if hasattr(e, 'msg') else e})", "invalid_request_error")
+    except RecursionError:
+        return error_response(400, f"the body is nested too deeply (more than about {sys.getrecursionlimit()} "
+                              "levels of arrays or objects)", "invalid_request_error", "too_deep")
+    try:
+        chat_request = ChatRequest.model_validate(payload)
+    except ValidationError as e:
+        message, param = validation_message(e)
+        return error_response(400, message, "invalid_request_error", "invalid_request", param)
+    policy = state.policies.get(chat_request.model)
+    if policy is None:
+        state.metrics.requests.labels("(unknown)", "404").inc()
+        return error_response(404, f"the model {chat_request.model!r} is not served here; GET /v1/models lists "
+                              f"{len(state.policies)}", "invalid_request_error", "model_not_found", "model")
+    try:
+        if chat_request.stream:  # the slot is held until the stream ends, not until this returns
+            from delegation_lab.serve.stream import stream_response
+
+            slot = state.admission.slot()
+            await slot.__aenter__()
+            try:
+                return await stream_response(state, policy, chat_request, lambda: slot.__aexit__(None, None, None))
+            except BaseException:
+                await slot.__aexit__(None, None, None)
+                raise
+        async with state.admission.slot():
+            return await _answer(state, policy, chat_request)
+    except QueueFull as e:
+        state.metrics.rejected.inc()
+        state.metrics.requests.labels(policy.name, "429").inc()
+        return error_response(429, str(e), "rate_limit_error", "queue_full",
+                              headers={"Retry-After": str(e.retry_after_s)})
+
 
 
 def _too_large(state: ServerState) -> JSONResponse:
@@ -238,7 +273,7 @@ def serve(options: ServeOptions) -> int:
     with served_lock(layout):
         journal = ServedJournal(layout, solvers, secrets=secrets)
         state = ServerState(policies, journal, Admission(options.concurrency, options.queue_size), ServerMetrics(),
-                            api_key, options.max_body_bytes, secrets)
+                            api_key, options.max_body_bytes, secrets, BodyBudget(options.max_body_bytes_in_flight))
         # IPPROTO_TCP named, as getaddrinfo would: asyncio disables Nagle only on sockets that say so, and
         # without it every reply written in two parts waits ~40 ms for a delayed ACK
         sock = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET, socket.SOCK_STREAM,
@@ -254,6 +289,7 @@ def serve(options: ServeOptions) -> int:
         print(f"dlab serve: {len(policies)} models on http://{host}:{port}/v1 "
               f"(journal: {layout.served_dir})", flush=True)
         config = uvicorn.Config(create_app(state), log_level=options.log_level, timeout_graceful_shutdown=None,
+                                http=header_timeout_protocol(options.header_timeout_s),
                                 backlog=max(2048, options.concurrency + options.queue_size))
         # uvicorn drains on SIGTERM / SIGINT, then raises the signal again under the handlers it found:
         # these, so a requested shutdown that drained and flushed ends with exit code 0

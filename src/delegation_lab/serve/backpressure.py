@@ -47,3 +47,21 @@ class Admission:
                     self._mean_s = 0.9 * self._mean_s + 0.1 * (asyncio.get_running_loop().time() - start)
         finally:
             self.admitted -= 1
+
+
+class BodyBudget:
+    """Request-body bytes every client together may have in memory at once: a request takes its
+    chunks as they arrive and gives them back when it is done; one that would pass `total` is refused."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.used = 0
+
+    def take(self, n: int) -> bool:
+        if self.used + n > self.total:
+            return False
+        self.used += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.used -= n

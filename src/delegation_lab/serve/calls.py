@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import threading
 from typing import Any
 
@@ -21,9 +20,8 @@ from delegation_lab.hashing import stable_hash
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.base import Answer, Generation, Request, configured_secrets
 from delegation_lab.solvers.params import SolverParams
-from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 from delegation_lab.solvers.prompts import SERVED_SOURCE
-from delegation_lab.serve.wire import clean_text
+from delegation_lab.solvers.usage import checked_generation
 
 SERVED_SPLIT = "served"
 """Split of an item while it is being served (the `served` dataset assigns the real ones)."""
@@ -35,58 +33,6 @@ def served_item(conversation: list[dict[str, str]], gold: str | None = None) -> 
     source_id = stable_hash(conversation)
     return Item(item_id=make_item_id(SERVED_SOURCE, source_id), split=SERVED_SPLIT, question=conversation[-1]["content"],
                 gold=gold, source=SERVED_SOURCE, source_id=source_id)
-
-
-PROMPT_FRAMING_TOKENS = 4096
-"""Tokens a server may add to a prompt beyond its text (chat template, a default system prompt)."""
-INT64_MAX = 2**63 - 1
-
-
-def _count(value: Any) -> int | None:
-    """A token count as reported: a non-negative whole number within int64, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-        return None
-    return int(value) if 0 <= value <= INT64_MAX else None
-
-
-def checked_generation(gen: Generation, request: Request, max_tokens: int) -> Generation:
-    """`gen` with what an endpoint may say checked before anything is priced, stored or sent: text
-    with lone surrogates replaced (flagged `text_replaced`); token counts that are not whole,
-    finite, non-negative numbers, or more than the request could have taken (prompt tokens past its
-    UTF-8 bytes plus framing, completion tokens past the larger of `max_tokens` and the reply's
-    bytes, doubled) replaced by the estimate, flagged `tokens_estimated` with the reported number
-    kept; a cost that is not finite and non-negative dropped (priced from tokens)."""
-    extra = dict(gen.extra)
-    update: dict[str, Any] = {}
-    for name in ("text", "error", "parsed_answer"):
-        value = getattr(gen, name)
-        cleaned = clean_text(value)
-        if cleaned is not value:
-            update[name] = cleaned
-            extra["text_replaced"] = True
-    text = update.get("text", gen.text) or ""
-    prompt_bytes = sum(len((clean_text(m.get("content")) or "").encode()) for m in request.messages)
-    limits = {"tokens_in": prompt_bytes + 64 * len(request.messages) + PROMPT_FRAMING_TOKENS,
-              "tokens_out": 2 * max(max_tokens, len(text.encode())) + 64}
-    estimates = {"tokens_in": lambda: messages_tokens(request.messages), "tokens_out": lambda: estimate_tokens(text)}
-    for name, limit in limits.items():
-        reported = getattr(gen, name)
-        count = _count(reported)
-        if count is None or count > limit:
-            update[name] = 0 if gen.error is not None else estimates[name]()
-            extra.update({"tokens_estimated": True, f"reported_{name}": reported if _count(reported) is not None
-                          else repr(reported)})
-        elif count is not reported:
-            update[name] = count
-    if gen.cost_usd is not None and not (isinstance(gen.cost_usd, (int, float)) and math.isfinite(gen.cost_usd)
-                                         and gen.cost_usd >= 0):
-        update["cost_usd"] = None
-        extra.update(cost_estimated=True, reported_cost_usd=repr(gen.cost_usd))
-    if not update and extra == gen.extra:
-        return gen
-    return gen.model_copy(update={**update, "extra": extra})
 
 
 def plain_question(conversation: list[dict[str, str]]) -> bool:

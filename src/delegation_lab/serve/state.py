@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from delegation_lab.serve.backpressure import Admission
+from delegation_lab.serve.backpressure import Admission, BodyBudget
 from delegation_lab.serve.journal import ServedJournal
 from delegation_lab.serve.metrics import ServerMetrics
 from delegation_lab.serve.policies import Policy, Served
@@ -26,6 +26,7 @@ class ServerState:
     api_key: str | None
     max_body_bytes: int
     secrets: list[str]
+    bodies: BodyBudget = field(default_factory=lambda: BodyBudget(64 << 20))
     started: int = field(default_factory=lambda: int(time.time()))
 
 

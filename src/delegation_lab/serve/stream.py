@@ -19,12 +19,12 @@ import anyio
 import httpx
 from fastapi.responses import Response, StreamingResponse
 
-from delegation_lab.serve.calls import ServedSolver, _count, served_item
+from delegation_lab.serve.calls import ServedSolver, served_item
 from delegation_lab.serve.policies import Policy, Served
 from delegation_lab.serve.state import dlab_headers, record
 from delegation_lab.serve.wire import ChatRequest, clean_text, error_response
 from delegation_lab.solvers.base import Answer, Generation, Request, mask_secrets
-from delegation_lab.solvers.http_body import ReplyTooLarge, read_capped
+from delegation_lab.solvers.http_body import STREAM_OVERHEAD, ReplyTooLarge, iter_lines_capped, read_capped
 from delegation_lab.solvers.openai_compat import ERROR_BODY_CHARS
 from delegation_lab.solvers.pricing import estimate_tokens, messages_tokens
 
@@ -185,7 +185,8 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
                 body = mask_secrets(raw.decode(errors="replace"), solver.secrets) or ""
                 error = f"HTTP {response.status_code}: {' '.join(body.split())[:ERROR_BODY_CHARS]}"
             else:
-                async for line in response.aiter_lines():
+                cap = backend.params.max_reply_bytes
+                async for line in iter_lines_capped(response, cap, STREAM_OVERHEAD * cap):
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
@@ -204,14 +205,12 @@ async def _pass_through(solver: ServedSolver, request: Request, parts: list[str]
                         break
     except httpx.HTTPError as e:
         error = f"stream failed ({type(e).__name__})"
+    except ReplyTooLarge as e:  # one huge line, or a gzip bomb: an error row, never an empty 200 answer
+        error = str(e)
     text = "".join(parts)
-    tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    extra: dict[str, Any] = {}
-    if tokens_in is None or tokens_out is None:
-        extra["tokens_estimated"] = True
-        extra.update({f"reported_{k}": repr(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage})
-    tokens_in = messages_tokens(request.messages) if tokens_in is None else tokens_in
-    tokens_out = estimate_tokens(text) if tokens_out is None else tokens_out
-    gen = Generation(text=None if error else text, tokens_in=0 if error else tokens_in, tokens_out=0 if error else tokens_out,
-                     latency_s=round(time.perf_counter() - start, 4), error=error, extra={**extra, "streamed": True})
+    # the counts as reported: `finish` passes them through the one boundary (solvers.usage.checked_generation)
+    gen = Generation.model_construct(
+        text=None if error else text, tokens_in=None if error else usage.get("prompt_tokens"),
+        tokens_out=None if error else usage.get("completion_tokens"), latency_s=round(time.perf_counter() - start, 4),
+        error=error, cost_usd=None, parsed_answer=None, source_parsed=False, extra={"streamed": True})
     yield None, solver.finish(request, gen)

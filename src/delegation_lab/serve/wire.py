@@ -3,27 +3,13 @@ body (validated, so a malformed one is a 400 naming the field), the error JSON, 
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text: str | None) -> str | None:
-    """`text` as UTF-8 can store it: each lone surrogate (JSON's `"\\ud800"`, a shell's undecodable
-    byte) becomes U+FFFD; any other text is returned as it is (the same object)."""
-    if text is None:
-        return None
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return SURROGATE.sub("\ufffd", text)
-
+from delegation_lab.solvers.storable_text import clean_text  # noqa: F401 - the one text check, shared with solve
 
 class ContentPart(BaseModel):
     model_config = ConfigDict(extra="allow")

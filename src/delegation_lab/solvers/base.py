@@ -22,6 +22,7 @@ from delegation_lab.hashing import stable_hash
 from delegation_lab.solvers.params import OpenAICompatParams, SolverParams
 from delegation_lab.solvers.pricing import cost_usd
 from delegation_lab.solvers.prompts import PromptTemplate, template_for
+from delegation_lab.solvers.storable_text import clean_text
 
 MASK = "***"
 MIN_SECRET_CHARS = 4
@@ -263,6 +264,7 @@ class Solver:
 
     def _answer(self, request: Request, gen: Generation, now: datetime, secrets: list[str]) -> Answer:
         gen = gen.masked(secrets)  # before parsing, so a parsed answer cannot carry a key either
+        gen = storable(gen)
         template = self.template(request.role, request.item)
         parsed = None
         if gen.error is None and gen.text is not None:
@@ -284,6 +286,17 @@ class Solver:
             created_at=now,
             extra=json.dumps(gen.extra, sort_keys=True) if gen.extra else None,
         )
+
+
+def storable(gen: Generation) -> Generation:
+    """`gen` with every text a row stores as UTF-8 can hold it (`clean_text`: a lone surrogate from any
+    backend becomes U+FFFD, the row flagged `text_replaced`), so the cache never meets a row it cannot
+    write; any other generation is returned as it is."""
+    texts = {name: getattr(gen, name) for name in ("text", "error", "parsed_answer")}
+    cleaned = {name: clean_text(value) for name, value in texts.items()}
+    if all(cleaned[name] is texts[name] for name in texts):
+        return gen
+    return gen.model_copy(update={**cleaned, "extra": {**gen.extra, "text_replaced": True}})
 
 
 def batches_of(items: list[Request], size: int) -> Iterator[list[Request]]:

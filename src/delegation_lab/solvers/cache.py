@@ -16,6 +16,7 @@ cached, instead of paying for the same items again.
 
 from __future__ import annotations
 
+import io
 import shutil
 import sys
 import threading
@@ -44,6 +45,25 @@ def answers_frame(answers: list[Answer]) -> pl.DataFrame:
     if not answers:
         return pl.DataFrame(schema=ANSWERS_SCHEMA)
     return conform(pl.DataFrame([a.model_dump() for a in answers], schema=ANSWERS_SCHEMA), ANSWERS_SCHEMA, "answers")
+
+
+def unstorable_row(answer: Answer, error: Exception) -> Answer:
+    """The error row kept for an answer whose values a table cannot hold: its key, backend and model,
+    no text or counts, and why (so `--retry-errors` asks again)."""
+    why = " ".join(f"{type(error).__name__}: {error}".split())[:200].encode("utf-8", "replace").decode()
+    return Answer.model_construct(**{
+        **{k: getattr(answer, k) for k in ("solver", "item_id", "request_hash", "role", "backend", "model")},
+        "answer_text": None, "parsed_answer": None, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "latency_s": 0.0,
+        "error": f"answer could not be stored: {why}", "created_at": answer.created_at, "extra": None})
+
+
+def _storable_frame(answer: Answer) -> pl.DataFrame:
+    try:
+        frame = answers_frame([answer])
+        frame.write_parquet(io.BytesIO())  # every value encodes
+        return frame
+    except Exception as e:  # noqa: BLE001 - this row, whatever it holds, becomes an error row
+        return answers_frame([unstorable_row(answer, e)])
 
 
 @dataclass
@@ -93,7 +113,7 @@ class _JournalWriter:
 
     def _flush_locked(self) -> None:
         if self._pending:
-            self.cache.append(self._pending)
+            self.cache.append_storable(self._pending)
             self._pending = []
 
     def _tick(self) -> None:
@@ -135,6 +155,19 @@ class AnswerCache:
         self.journal.mkdir(parents=True, exist_ok=True)
         name = f"part-{time.time_ns():020d}.parquet"
         write_parquet_atomic(answers_frame(answers), self.journal / name)
+
+    def append_storable(self, answers: list[Answer]) -> None:
+        """`append`, and when the part cannot be made from these rows (a value its columns cannot hold),
+        each row on its own: a row that still cannot be written is kept as an error row naming why
+        (`unstorable_row`), so one bad value never costs the answers paid for beside it. A failure to
+        write at all (disk full) propagates with the rows still pending."""
+        try:
+            frame = answers_frame(answers)
+        except Exception:  # noqa: BLE001 - any value the schema refuses: sort it out row by row
+            frame = pl.concat([_storable_frame(a) for a in answers], how="vertical_relaxed")
+        if frame.height:
+            self.journal.mkdir(parents=True, exist_ok=True)
+            write_parquet_atomic(frame, self.journal / f"part-{time.time_ns():020d}.parquet")
 
     def compact(self) -> pl.DataFrame:
         df = self.read()

@@ -10,6 +10,7 @@ Only the encodings we ask for (`ACCEPT_ENCODING`) are decoded; any other is refu
 from __future__ import annotations
 
 import zlib
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -67,3 +68,52 @@ async def read_capped(response: httpx.Response, cap: int, setting: str = "max_re
         if len(out) > cap:
             raise ReplyTooLarge(f"reply refused: over {setting} = {cap} bytes after decompression")
     return bytes(out)
+
+
+STREAM_OVERHEAD = 32
+"""A streamed reply's decoded bytes may be this many times `max_reply_bytes`: server-sent events wrap
+every few characters of text in ~150 bytes of JSON."""
+
+
+async def iter_lines_capped(response: httpx.Response, line_cap: int, total_cap: int,
+                            setting: str = "max_reply_bytes") -> AsyncIterator[str]:
+    """The lines of a streamed `response` (server-sent events), decoded and decompressed in bounded
+    steps: one line over `line_cap` bytes (a 300 MB SSE line), or the whole stream over `total_cap`
+    decoded bytes (a gzip bomb), is ReplyTooLarge naming `setting`; no more than about one line's
+    cap is ever held."""
+    decoder = _decoder(response.headers.get("content-encoding", ""))
+    buf = bytearray()
+    total = 0
+
+    def take(out: bytes) -> list[str]:
+        nonlocal total
+        total += len(out)
+        if total > total_cap:
+            raise ReplyTooLarge(f"stream refused: over {total_cap} bytes decoded ({STREAM_OVERHEAD} x {setting})")
+        buf.extend(out)
+        lines = []
+        while (i := buf.find(b"\n")) >= 0:
+            lines.append(bytes(buf[:i]).rstrip(b"\r").decode("utf-8", errors="replace"))
+            del buf[: i + 1]
+        if len(buf) > line_cap:
+            raise ReplyTooLarge(f"stream refused: one line over {setting} = {line_cap} bytes")
+        return lines
+
+    try:
+        async for chunk in response.aiter_raw():
+            if decoder is None:
+                for line in take(chunk):
+                    yield line
+                continue
+            data = chunk
+            while data:
+                for line in take(decoder.decompress(data, 1 << 16)):
+                    yield line
+                data = decoder.unconsumed_tail
+        if decoder is not None:
+            for line in take(decoder.flush()):
+                yield line
+    except zlib.error as e:
+        raise ReplyTooLarge(f"stream refused: its compressed body does not decode ({e})") from None
+    if buf:
+        yield bytes(buf).rstrip(b"\r").decode("utf-8", errors="replace")

@@ -16,8 +16,10 @@ completes (`generate_each`), so the cache checkpoints fast answers while a slow 
 
 Replies are read with a byte cap (`max_reply_bytes`, as sent and after decompression, see
 `http_body`) and validated into `chat_reply.ChatCompletion` (content strings or parts, odd usage).
-A reply's usage is checked against its own text (`_plausible_usage`), and a reply that only calls a
-tool is an error row, not an empty answer.
+A reply's usage is checked against its own text and the request at the one boundary every endpoint
+number passes (`usage.checked_generation`, shared with `dlab serve`: 1e30, negative, NaN or
+implausible counts become the estimate, flagged), and a reply that only calls a tool is an error
+row, not an empty answer.
 
 The API key is read from the environment variable named in params at call time and only ever
 travels in the Authorization header: it is not stored on the backend, not in the fingerprint,
@@ -39,10 +41,10 @@ from typing import Any
 import httpx
 
 from delegation_lab.solvers.base import Generation, Request, configured_secrets, mask_secrets
-from delegation_lab.solvers.chat_reply import InvalidUsage, MalformedReply, parse_chat_completion
+from delegation_lab.solvers.chat_reply import MalformedReply, Usage, parse_chat_completion
 from delegation_lab.solvers.params import Decoding, OpenAICompatParams, SolverParams
 from delegation_lab.solvers.http_body import ACCEPT_ENCODING, ReplyTooLarge, read_capped
-from delegation_lab.solvers.pricing import MAX_CHARS_PER_TOKEN, estimate_tokens, messages_tokens
+from delegation_lab.solvers.usage import checked_generation
 
 RETRY_AFTER_CAP_S = 60.0
 """Longest wait a server's Retry-After header can impose before one retry."""
@@ -79,29 +81,6 @@ def parse_retry_after(value: str | None) -> float | None:
             return None
         seconds = when.timestamp() - time.time()
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
-
-
-def _plausible_usage(
-    tokens_in: int | None, tokens_out: int | None, request: Request, text: str, extra: dict[str, Any]
-) -> tuple[int, int]:
-    """The token counts to bill: the server's where it gave them and they are possible, else the
-    estimate. A count that packs more than MAX_CHARS_PER_TOKEN characters into a token (a
-    200 MB answer reported as 1 completion token) is not trusted: the estimate replaces it, the
-    reported number is kept in `extra` and the row is flagged `tokens_estimated`."""
-    if tokens_in is None or tokens_out is None:
-        extra["tokens_estimated"] = True
-    prompt_chars = sum(len(m.get("content") or "") for m in request.messages)
-    if tokens_in is not None and tokens_in * MAX_CHARS_PER_TOKEN < prompt_chars:
-        extra.update(tokens_estimated=True, reported_tokens_in=tokens_in)
-        tokens_in = None
-    if tokens_out is not None and tokens_out * MAX_CHARS_PER_TOKEN < len(text):
-        extra.update(tokens_estimated=True, reported_tokens_out=tokens_out)
-        tokens_out = None
-    if tokens_in is None:
-        tokens_in = messages_tokens(request.messages)
-    if tokens_out is None:
-        tokens_out = estimate_tokens(text)
-    return tokens_in, tokens_out
 
 
 class OpenAICompatBackend:
@@ -253,10 +232,6 @@ class OpenAICompatBackend:
             reply = parse_chat_completion(content)
         except MalformedReply as e:
             raise _Retryable(f"malformed reply (HTTP {status}, not a chat completion: {e})") from None
-        try:
-            tokens_in, tokens_out = reply.tokens()
-        except InvalidUsage as e:
-            return Generation(text=None, error=str(e))
         text = reply.text
         if not text and reply.calls_a_tool:
             return Generation(text=None, error="reply has only tool_calls and no content: the model called a tool "
@@ -264,6 +239,12 @@ class OpenAICompatBackend:
         extra: dict[str, Any] = {}
         if reply.finish_reason not in (None, "stop"):
             extra["finish_reason"] = reply.finish_reason
-        tokens_in, tokens_out = _plausible_usage(tokens_in, tokens_out, request, text, extra)
-        return Generation(text=text, tokens_in=tokens_in, tokens_out=tokens_out, extra=extra)
+        usage = reply.usage or Usage()
+        # the counts as reported (None, negative, 1e30...): checked_generation estimates what is not plausible
+        reported = Generation.model_construct(text=text, tokens_in=usage.prompt_tokens, tokens_out=usage.completion_tokens,
+                                              latency_s=0.0, error=None, cost_usd=None, parsed_answer=None,
+                                              source_parsed=False, extra=extra)
+        checked = checked_generation(reported, request, self.decoding.max_tokens)
+        return Generation(text=checked.text, tokens_in=checked.tokens_in, tokens_out=checked.tokens_out,
+                          extra=checked.extra)
 

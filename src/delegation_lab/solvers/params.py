@@ -56,6 +56,10 @@ class LongTableFields(ParamsModel):
     """Column holding the question's domain (subject, benchmark); absent = the file stem."""
 
 
+MAX_USD_PER_MTOK = 10_000.0
+"""Ceiling on a price per million tokens: ~15x the dearest list price published (o1-pro output, $600),
+far below where a typo (`1.7e+308`) turns every cost into inf; a real price above it is a units mistake."""
+
 PRICE_TODO = "TODO"
 """The placeholder `dlab import` prints where a price belongs; params check refuses it."""
 
@@ -64,9 +68,9 @@ class Price(ParamsModel):
     """A model's token prices: read from a named table (`table` + `model`) when params load, or given
     as numbers with their `source`."""
 
-    input_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
     """US dollars per one million input (prompt) tokens; filled from `table` when one is named (then leave it out)."""
-    output_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
     """US dollars per one million output (completion) tokens; filled from `table` when one is named (then leave it out)."""
     source: str | None = None
     """Where the price comes from (free text, e.g. a provider's price page and its date); recorded on replayed answers.

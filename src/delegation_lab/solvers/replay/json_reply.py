@@ -48,14 +48,19 @@ SOURCES = ("json", "json_key", "boxed", "stated_number", "none")
 """Where an answer came from, in the order tried (`answer_source` column of a zeroeval cache)."""
 
 
+_OBJECT_START = re.compile(r'\{(?=[ \t\n\r]*["}])')
+
+
 def _repair_escapes(text: str) -> str:
     """A lone backslash (LaTeX `\\(`, `\\times`'s cousins that are not JSON escapes) doubled."""
     return _ESCAPES.sub(lambda m: m.group(0) if len(m.group(0)) > 1 else "\\\\", text)
 
 
 def _json_objects(text: str):
-    """Every JSON object that starts at a `{` of the text, in order of position."""
-    for start in (m.start() for m in re.finditer(r"\{", text)):
+    """Every JSON object that starts at a `{` of the text, in order of position. Only a `{` that can open
+    an object (a key's quote or `}` next) is decoded: each failed decode costs O(position) (the error's
+    line number), so trying every `{` of a reply of 400 k `{` was quadratic (90 s)."""
+    for start in (m.start() for m in _OBJECT_START.finditer(text)):
         try:
             value, _ = _DECODER.raw_decode(text, start)
         except json.JSONDecodeError:

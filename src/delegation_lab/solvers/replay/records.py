@@ -112,14 +112,27 @@ _TRUE = {"true", "t", "yes", "y", "1", "1.0", "correct"}
 _FALSE = {"false", "f", "no", "n", "0", "0.0", "incorrect", "wrong"}
 
 
-def correctness(value: Any, path: Path, where: str, threshold: float = SCORE_THRESHOLD) -> bool | None:
+def _nan(value: Any, path: Path, where: str, what: str, nan_is_empty: bool) -> bool:
+    """Whether `value` is a NaN to treat as an empty cell; a NaN where a format has real nulls (JSON,
+    Parquet, a polars table: a `NaN` there was written on purpose) fails naming the file and record, so
+    it is never silently re-priced from tokens or relabelled. `nan_is_empty`: pandas-read formats
+    (RouterBench), whose empty cells are NaN."""
+    if not (isinstance(value, float) and math.isnan(value)):
+        return False
+    if nan_is_empty:
+        return True
+    raise ReplayError(f"{path}: {where}: {what} is NaN: leave it empty (null) where it is unknown")
+
+
+def correctness(value: Any, path: Path, where: str, threshold: float = SCORE_THRESHOLD,
+                nan_is_empty: bool = False) -> bool | None:
     """True / False from a boolean-ish cell or a score (correct at or above `threshold`); None when empty."""
     if value is None:
         return None
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and math.isnan(value):
+        if _nan(value, path, where, "correctness value", nan_is_empty):
             return None
         return _unit(value, value, path, where) >= threshold
     s = str(value).strip().lower()
@@ -154,7 +167,7 @@ def threshold_of(options: ReadOptions | None) -> float:
     return options.score_threshold if options is not None else SCORE_THRESHOLD
 
 
-def unit_score(value: Any, path: Path, where: str) -> float | None:
+def unit_score(value: Any, path: Path, where: str, nan_is_empty: bool = False) -> float | None:
     """A score that must lie in [0, 1] (a pass rate, an F1, a 0/1 match); None when empty; anything
     else (out of range, not a number) fails naming the file and the record."""
     if value is None:
@@ -167,7 +180,7 @@ def unit_score(value: Any, path: Path, where: str) -> float | None:
         if isinstance(value, str) and not value.strip():
             return None
         raise ReplayError(f"{path}: {where}: score {value!r} is not a number") from None
-    if math.isnan(f):
+    if _nan(f, path, where, "score", nan_is_empty):
         return None
     if not 0.0 <= f <= 1.0:
         raise ReplayError(f"{path}: {where}: score {value!r} is outside [0, 1]")
@@ -184,8 +197,9 @@ def score_value(value: Any) -> float | None:
     return None if math.isnan(f) else f
 
 
-def _number(value: Any, path: Path, where: str, what: str, bound: float) -> float | None:
-    """A finite number in [0, bound]; None when the cell is empty or NaN; anything else fails."""
+def _number(value: Any, path: Path, where: str, what: str, bound: float, nan_is_empty: bool = False) -> float | None:
+    """A finite number in [0, bound]; None when the cell is empty (or NaN where that means empty, see
+    `_nan`); anything else fails."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
@@ -194,7 +208,7 @@ def _number(value: Any, path: Path, where: str, what: str, bound: float) -> floa
         f = float(value.strip()) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
         raise ReplayError(f"{path}: {where}: {what} {_shown(value)} is not a number") from None
-    if math.isnan(f):
+    if _nan(f, path, where, what, nan_is_empty):
         return None
     if not 0.0 <= f < bound:  # inf and negatives fail here
         raise ReplayError(f"{path}: {where}: {what} {_shown(value)} is outside [0, {bound:g})")
@@ -207,9 +221,9 @@ def token_count(value: Any, path: Path, where: str) -> int | None:
     return None if f is None else int(round(f))
 
 
-def cost_value(value: Any, path: Path, where: str) -> float | None:
+def cost_value(value: Any, path: Path, where: str, nan_is_empty: bool = False) -> float | None:
     """An imported cost in US$: a finite number in [0, MAX_COST_USD); None when empty."""
-    return _number(value, path, where, "cost", MAX_COST_USD)
+    return _number(value, path, where, "cost", MAX_COST_USD, nan_is_empty)
 
 
 def cache_frame(rows: dict[str, list[Any]], extras: dict[str, list[Any]] | None = None) -> pl.DataFrame:

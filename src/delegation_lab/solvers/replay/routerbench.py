@@ -76,7 +76,7 @@ def read_wide_frame(path: Path, raw: pd.DataFrame, what: str, threshold: float, 
         costs = raw[f"{model}{COST}"].tolist() if f"{model}{COST}" in columns else [None] * n
         for i in range(n):
             sample = f" (sample_id {ids[i]!r})" if "sample_id" in columns else ""
-            score = unit_score(scores[i], path, f"row {first_row + i}{sample}, column {model!r}")
+            score = unit_score(scores[i], path, f"row {first_row + i}{sample}, column {model!r}", nan_is_empty=True)
             rows["source_index"].append(ids[i] if ids[i] is not None else str(i))
             rows["prompt"].append(prompts[i])
             rows["model"].append(model)
@@ -84,7 +84,8 @@ def read_wide_frame(path: Path, raw: pd.DataFrame, what: str, threshold: float, 
             rows["correct"].append(None if score is None else score >= threshold)
             rows["tokens_in"].append(None)
             rows["tokens_out"].append(None)
-            rows["cost_usd"].append(cost_value(costs[i], path, f"row {first_row + i}{sample}, column {model + COST!r}"))
+            rows["cost_usd"].append(cost_value(costs[i], path, f"row {first_row + i}{sample}, column {model + COST!r}",
+                                              nan_is_empty=True))
             extras["score"].append(score)
         for c in extra_cols:
             extras[c].extend(extra_values[c])
