@@ -1,4 +1,5 @@
-"""The `routers` params section: one typed model per router, each with the sweep of its cost knob."""
+"""The `routers` params section: one typed model per router with knobs (a field named as the router is
+registered in `routers.ROUTERS`), each with the sweep of its cost knob; the valid names come from the registry."""
 
 from __future__ import annotations
 
