@@ -3,6 +3,7 @@ table agrees with the params that name its members."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from delegation_lab.evaluation import VERIFIERS
 from delegation_lab.evaluation.params import VerifierParams
 from delegation_lab.registry import Registry, UnknownNameError
 from delegation_lab.routers import ROUTERS
-from delegation_lab.routers.params import ALL_ROUTERS, RouterName
+from delegation_lab.routers.params import RouterName, RoutersParams
 from delegation_lab.solvers import BACKENDS
 from delegation_lab.solvers.params import ReplayFormat, SolverParams
 from delegation_lab.solvers.replay import FORMATS
@@ -51,8 +52,10 @@ def test_the_params_name_exactly_the_registered_implementations():
     assert get_args(DataParams.model_fields["dataset"].annotation) == DATASETS.names()
     assert get_args(SolverParams.model_fields["backend"].annotation) == BACKENDS.names()
     assert get_args(ReplayFormat) == FORMATS.names()
-    # these two params modules list their names themselves: the registry must follow them
-    assert get_args(RouterName) == ALL_ROUTERS == ROUTERS.names()
+    assert get_args(RouterName) == ROUTERS.names()
+    assert get_args(RoutersParams.model_fields["routers"].annotation) == (RouterName,)
+    assert tuple(RoutersParams().routers) == ROUTERS.names()  # the default: every registered router
+    # the verifiers' params module lists its kinds itself: the registry must follow it
     assert get_args(VerifierParams.model_fields["kind"].annotation) == VERIFIERS.names()
 
 
@@ -73,8 +76,16 @@ def test_every_registered_target_resolves_to_its_kind_of_implementation():
         assert callable(getattr(BACKENDS.get(name), "from_params", None)), name
     for name in FORMATS.names():
         assert isinstance(FORMATS.get(name), CacheFormat), name
+    from delegation_lab.params.model import ParamsModel
+    from delegation_lab.routers.base import Router
+
     for name in ROUTERS.names():
-        assert ROUTERS.get(name).name == name
+        router = ROUTERS.get(name)
+        assert issubclass(router, Router) and not inspect.isabstract(router), name
+        assert "name" not in vars(router), f"{name}: a router's name is the one it is registered under"
+    # a router's knobs are the `routers` section named after it: every such section names a registered router
+    sections = [n for n, f in RoutersParams.model_fields.items() if isinstance(f.default, ParamsModel)]
+    assert sections and set(sections) <= set(ROUTERS.names()), sorted(set(sections) - set(ROUTERS.names()))
     for name in VERIFIERS.names():
         assert callable(VERIFIERS.get(name)), name
 
@@ -114,4 +125,4 @@ print(json.dumps({{"before": before, "after": "torch" in sys.modules, "routers":
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen == {"before": [], "after": True, "routers": len(ALL_ROUTERS)}
+    assert seen == {"before": [], "after": True, "routers": len(ROUTERS.names())}

@@ -13,9 +13,9 @@ import pytest
 from delegation_lab.params.root import load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation import Verifier
-from delegation_lab.routers import LEARNED, Inputs
+from delegation_lab.routers import LEARNED, ROUTERS, Inputs
 from delegation_lab.routers.artifact import load_router, save_router
-from delegation_lab.routers.params import ALL_ROUTERS, RoutersParams
+from delegation_lab.routers.params import RoutersParams
 from delegation_lab.routers.study import RoutingData, carve_dev, fit_router, run_study, summary_rows
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 
@@ -60,8 +60,8 @@ def test_every_router_draws_a_curve_between_the_cheap_and_the_strong_solver(stud
     test = data.rows("test")
     acc_single = data.correct[test].mean(axis=0)
     rows = pl.DataFrame(summary_rows(result, "synthetic", JUDGE.name))
-    assert set(rows["method"]) == set(ALL_ROUTERS)
-    for name in ALL_ROUTERS:
+    assert set(rows["method"]) == set(ROUTERS.names())
+    for name in ROUTERS.names():
         part = rows.filter(pl.col("method") == name)
         expected = 1 if name == "best_single" else len(getattr(FAST, name).sweep)
         assert part.height == expected, name
@@ -116,7 +116,7 @@ def test_learned_cascade_stops_only_where_the_shared_verifier_accepts(study):
 
 
 def _fingerprints(data: RoutingData) -> dict[str, str]:
-    return {name: fit_router(name, FAST, data, 7).fingerprint() for name in ALL_ROUTERS}
+    return {name: fit_router(name, FAST, data, 7).fingerprint() for name in ROUTERS.names()}
 
 
 def test_split_firewall_no_router_reads_test_labels_or_costs():
@@ -163,7 +163,7 @@ def test_bad_router_params_fail_naming_the_key(section, key, match):
 
 def test_default_params_carry_every_router_with_several_points():
     params = load_params(REPO / "params.yaml").routers
-    assert tuple(params.routers) == ALL_ROUTERS
+    assert tuple(params.routers) == ROUTERS.names()
     assert all(len(getattr(params, n).sweep) >= 5 for n in LEARNED)
 
 
@@ -194,7 +194,7 @@ def test_repro_routers_writes_summaries_outcomes_trajectories_metrics_models(rou
     summaries = pl.read_parquet(project / "results" / "summaries" / "routers.parquet")
     assert list(summaries.columns) == list(SUMMARY_SCHEMA) and (summaries["split"] == "test").all()
     assert summaries["verifier"].n_unique() == 1 and summaries["verifier"][0].startswith("judge(")
-    assert set(summaries["method"]) == set(ALL_ROUTERS) and summaries.join(pl.read_parquet(project / "results" / "runs" / "routers.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0
+    assert set(summaries["method"]) == set(ROUTERS.names()) and summaries.join(pl.read_parquet(project / "results" / "runs" / "routers.parquet"), on=["study", "method", "seed", "split", "operating_point"], how="left")["run_id"].null_count() == 0
     outcomes = pl.read_parquet(project / "results" / "outcomes" / "routers.parquet")
     assert list(outcomes.columns) == list(OUTCOME_SCHEMA)
     per_point = outcomes.group_by("method", "operating_point", "seed").agg(pl.col("correct").mean(), pl.col("cost_usd").mean(), pl.len())
@@ -209,7 +209,7 @@ def test_repro_routers_writes_summaries_outcomes_trajectories_metrics_models(rou
         assert set(metrics["routers"][name]["field"]) == {"gain_at_best_single", "gap_at_oracle", "cost_save", "pareto_dist", "arena_score"}
     part = pl.read_parquet(next((project / "results" / "trajectories" / "study=routers" / "method=knn.lambda_0" / "seed=0").glob("*.parquet")))
     assert part.height == summaries["n_items"][0] and "scores" in json.loads(part["extra"][0])
-    assert {p.stem for p in (project / "models" / "routers").glob("*.npz")} == set(ALL_ROUTERS)
+    assert {p.stem for p in (project / "models" / "routers").glob("*.npz")} == set(ROUTERS.names())
     out = run([str(BIN / "dlab"), "route", "--router", "mlp", "--op", "lambda=0.2", "What is 4 times 7 plus 2?"], project).stdout
     assert "router mlp at lambda=0.2" in out and "expected cost $" in out
     bad = run([str(BIN / "dlab"), "route", "--router", "mlp", "--op", "lambda=9", "q"], project, check=False)

@@ -23,7 +23,8 @@ from delegation_lab.coordinator.params import JOINT_ACTIONS_CEILING
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation import Verifier
 from delegation_lab.routers import Inputs
-from delegation_lab.routers.params import ALL_ROUTERS, RoutersParams
+from delegation_lab.routers import ROUTERS
+from delegation_lab.routers.params import RoutersParams
 from delegation_lab.routers.study import RoutingData, carve_dev, run_study, summary_rows
 
 from .conftest import REPO
@@ -156,6 +157,6 @@ def test_routers_route_among_42_solvers():
     })
     verifier = Verifier("judge", 0.02, 0.03, 0, "configured")
     rows = pl.DataFrame(summary_rows(run_study(data, fast, verifier), "synthetic42", verifier.name))
-    assert set(rows["method"]) == set(ALL_ROUTERS)
+    assert set(rows["method"]) == set(ROUTERS.names())
     assert (rows["n_items"] == int((split == "test").sum())).all()
     assert rows["accuracy"].is_between(0, 1).all() and (rows["cost_per_item_usd"] > 0).all()

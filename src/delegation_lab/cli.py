@@ -13,6 +13,7 @@ import yaml
 from delegation_lab.params.root import deep_merge, load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.pipeline.layout import Layout
+from delegation_lab.routers import ROUTERS
 from delegation_lab.solvers.params import SCORE_THRESHOLD
 from delegation_lab.solvers.replay import FORMATS
 
@@ -365,13 +366,15 @@ def dashboard(
 @app.command("route")
 def route(
     questions: Annotated[list[str], typer.Argument(help="questions to route")],
-    router: Annotated[str, typer.Option(help="saved router: knn, mlp, mf, cluster, threshold, learned_cascade, best_single, random")] = "knn",
+    router: Annotated[str, typer.Option(help=f"saved router: {', '.join(ROUTERS.names())}")] = ROUTERS.names()[0],
     op: Annotated[str | None, typer.Option(help="operating point label, e.g. lambda=0.2 (default: the router's first)")] = None,
     models: Annotated[Path, typer.Option(help="folder of saved routers")] = Layout().router("x").parent,
 ) -> None:
     """Route new questions with a router the `routers` stage saved: chosen solver, predicted scores, expected cost."""
     from delegation_lab.routers.serve import route_questions
 
+    if router not in ROUTERS:
+        fail(f"route: --router: unknown router {router!r}; known: {', '.join(ROUTERS.names())}", 2)
     try:
         typer.echo(route_questions(models / Layout().router(router).name, op, questions), nl=False)
     except InputError as e:

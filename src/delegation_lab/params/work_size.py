@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from delegation_lab.games.limits import TRAJECTORY_ROW_BYTES, fmt_bytes, parse_size
+from delegation_lab.routers import ROUTERS
 
 if TYPE_CHECKING:  # config imports this module
     from delegation_lab.params.root import Params
@@ -221,13 +222,15 @@ def margent(params: Params) -> Estimate:
 
 
 def routers(params: Params) -> Estimate:
-    """Each seed fits every trained router for its epochs over every item and solver, and the
-    portfolio refits the kNN router on router_folds folds; each sweep point keeps an item x solver
+    """Each seed fits every trained router (every registered one whose section has `epochs`) for its
+    epochs over every item and solver, and the portfolio refits the kNN router on router_folds
+    folds; each sweep point (of every registered router with a section) keeps an item x solver
     decision table."""
     p = params.routers
     items, n = _items(params), len(params.solvers)
-    epochs = p.mlp.epochs + p.mf.epochs + p.threshold.epochs + p.learned_cascade.epochs
-    points = sum(len(getattr(p, r).sweep) for r in ("knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "random"))
+    sections = [s for s in (getattr(p, name, None) for name in ROUTERS.names()) if s is not None]  # routers with knobs
+    epochs = sum(getattr(s, "epochs", 0) for s in sections)
+    points = sum(len(s.sweep) for s in sections)
     parts = {"decisions": p.seeds * points * items * n * 8 * 2, "features": items * 512 * 4}
     work = p.seeds * epochs * items * n + params.portfolio.router_folds * items * n
     sizes = {"routers.seeds": p.seeds, "routers.epochs (sum)": epochs, "portfolio.router_folds": params.portfolio.router_folds,

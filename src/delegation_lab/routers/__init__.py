@@ -2,9 +2,11 @@
 FrugalGPT) on our cached answers: one module per router, `params` for their typed knobs, `study` for
 fitting on train, calibrating on dev and evaluating once on test.
 
-`ROUTERS` names each router's class; a router module (and torch, which the learned ones need) is
-imported on first lookup, so `routers.params`, which every stage's params import reaches, stays
-light (docs/registries.md: adding one).
+`ROUTERS` names each router's class, and is the one place a router's name is written: the params'
+list of valid names (`routers.params.RouterName`), the default `routers.routers`, `LEARNED`, the
+work-size estimate and `dlab route --help` are all read from it. A router module (and torch, which
+the learned ones need) is imported on first lookup, so `routers.params`, which every stage's params
+import reaches, stays light (docs/registries.md: adding one).
 """
 
 from __future__ import annotations
@@ -26,22 +28,29 @@ ROUTERS.register("learned_cascade", "delegation_lab.routers.learned_cascade:Lear
 ROUTERS.register("best_single", "delegation_lab.routers.reference:BestSingleRouter")
 ROUTERS.register("random", "delegation_lab.routers.reference:RandomRouter")
 
-LEARNED = ("knn", "mlp", "mf", "cluster", "threshold", "learned_cascade")
-"""The routers that learn from the training items (the rest are references)."""
+
+
+def learned_routers() -> tuple[str, ...]:
+    """The registered routers that learn from the training items (`Router.learns`; the rest are
+    references), in registration order. Imports every router module."""
+    return tuple(name for name in ROUTERS.names() if ROUTERS.get(name).learns)
 
 
 def build_router(name: str, params: Any, solvers: list[str]) -> Router:
-    """A fresh router `name` configured by the `routers` params section."""
-    return ROUTERS.get(name)(getattr(params, name, None), solvers)
+    """A fresh router `name` configured by its section of the `routers` params (`routers.<name>`)."""
+    return ROUTERS.get(name)(name, getattr(params, name, None), solvers)
 
 
 def __getattr__(name: str) -> Any:
-    # Not a dispatch: the shared router types re-exported lazily, as importing them imports torch.
+    # Not a dispatch: the shared router types re-exported lazily, as importing them imports torch;
+    # `LEARNED` is `learned_routers()`, read from the router classes on first use.
     if name in ("Inputs", "Outcome", "Router"):
         from delegation_lab.routers import base
 
         return getattr(base, name)
+    if name == "LEARNED":
+        return learned_routers()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["LEARNED", "ROUTERS", "Inputs", "Outcome", "Router", "build_router"]
+__all__ = ["LEARNED", "ROUTERS", "Inputs", "Outcome", "Router", "build_router", "learned_routers"]

@@ -38,7 +38,7 @@ def load_router(path: Path) -> tuple[Router, dict[str, Any]]:
         raise InputError(f"{path}: not a saved router ({e})") from None
     cls = ROUTERS[header["router"]]
     section = _section(header["router"], header["params"])
-    router = cls(section, header["solvers"])
+    router = cls(header["router"], section, header["solvers"])
     router.load(state)
     return router, header
 

@@ -1,14 +1,28 @@
-"""What every router shares: its inputs, the cost-weighted decision rule, one routing outcome, and
-the torch fitting loop of the learned ones.
+"""What every router shares: its inputs, the cost-weighted decision rule, one routing outcome, the
+`Router` ABC, and the torch fitting loop of the learned ones.
 
 A router is fitted on the train split minus dev (labels and costs of those items only), may
 calibrate its knob on dev, and is then evaluated on test. Its fitted state is a dict of numpy
 arrays (`state`), which is what the split-firewall test fingerprints and `dlab route` reloads.
+
+A router writes exactly four methods, the `Router` ABC's abstract ones:
+
+- `fit(x, correct, cost, seed)`: learn from the fitting items (call `self.fit_costs(cost)` first:
+  lambda's unit is the priciest solver's mean cost);
+- `predict(x) -> (accuracy [n, S], expected cost [n, S])`: what the shared decision rule
+  (`utility_choice`: argmax accuracy - lambda * cost / reference cost) reads;
+- `arrays()` and `load_arrays(arrays)`: the fitted state as numpy arrays, and back.
+
+It may override `calibrate` (default: each sweep value is its own operating point), `evaluate` and
+`route` (default: the decision rule on `predict`), and set the class attributes `knob`, `features`
+and `learns`. Its name is not written in the class: it is the name it is registered under in
+`routers.ROUTERS` (docs/registries.md, "A router"), passed to the constructor.
 """
 
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -78,33 +92,37 @@ class Scaler:
         return out
 
 
-class Router:
-    """Base: subclasses set `name`, `knob` and implement fit / predict / state / load."""
+class Router(ABC):
+    """Base of every router: subclasses implement the four abstract methods (the module docstring)."""
 
-    name: ClassVar[str] = ""
     knob: ClassVar[str] = "lambda"  # the swept parameter's name in operating point labels
     features: ClassVar[str] = "embedding+text"  # what the router reads of a question (trajectories' `extra`)
+    learns: ClassVar[bool] = True  # False: a reference that reads no question (not in `routers.LEARNED`)
 
-    def __init__(self, params: Any, solvers: list[str]):
-        self.params = params
+    def __init__(self, name: str, params: Any, solvers: list[str]):
+        self.name = name  # the name it is registered under (routers.ROUTERS)
+        self.params = params  # its section of the `routers` params (`routers.<name>`), None if it has none
         self.solvers = list(solvers)
         self.mean_cost = np.zeros(len(solvers))  # per solver on the fitting items
         self.reference_cost = 1.0  # the priciest solver's mean cost: lambda's unit
         self.knobs: dict[str, float] = {}  # operating point label -> knob value (after calibration)
 
     # -- to implement ------------------------------------------------------------------------
+    @abstractmethod
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:
-        raise NotImplementedError
+        """Learn from the fitting items: correct [n, S] bool, cost [n, S] dollars."""
 
+    @abstractmethod
     def predict(self, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
         """Predicted P(correct) and expected cost per (item, solver), each [n, S]."""
-        raise NotImplementedError
 
+    @abstractmethod
     def arrays(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """The fitted state (beyond costs and knobs) as numpy arrays: saved, reloaded, fingerprinted."""
 
+    @abstractmethod
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
+        """Restore what `arrays` returned."""
 
     # -- shared --------------------------------------------------------------------------------
     def fit_costs(self, cost: np.ndarray) -> None:

@@ -40,7 +40,6 @@ def _minmax(v: np.ndarray) -> np.ndarray:
 
 
 class ClusterRouter(Router):
-    name = "cluster"
     knob = "alpha"
     features = "embedding"
 

@@ -30,7 +30,6 @@ def pca(x: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class KnnRouter(Router):
-    name = "knn"
     features = "embedding (PCA)"
 
     def _project(self, emb: np.ndarray) -> torch.Tensor:

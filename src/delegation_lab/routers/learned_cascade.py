@@ -28,7 +28,6 @@ from delegation_lab.routers.base import (
 
 
 class LearnedCascadeRouter(Router):
-    name = "learned_cascade"
     knob = "tau"
 
     def _build(self, d_in: int) -> torch.nn.Module:

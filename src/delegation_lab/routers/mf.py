@@ -26,7 +26,6 @@ class Factorisation(torch.nn.Module):
 
 
 class MfRouter(Router):
-    name = "mf"
     features = "embedding"
 
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:

@@ -16,7 +16,6 @@ def mlp(d_in: int, hidden: int, d_out: int) -> torch.nn.Module:
 
 
 class MlpRouter(Router):
-    name = "mlp"
 
     def _build(self, d_in: int) -> torch.nn.Module:
         return mlp(d_in, self.params.hidden, len(self.solvers))

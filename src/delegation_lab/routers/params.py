@@ -1,15 +1,15 @@
-"""The `routers` params section: one typed model per router, each with the sweep of its cost knob."""
+"""The `routers` params section: one typed model per router with knobs (a field named as the router is
+registered in `routers.ROUTERS`), each with the sweep of its cost knob; the valid names come from the registry."""
 
 from __future__ import annotations
-
-from typing import Literal
 
 from pydantic import Field, model_validator
 
 from delegation_lab.params.model import ParamsModel, StudyParams
+from delegation_lab.routers import ROUTERS
 
-RouterName = Literal["knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random"]
-ALL_ROUTERS: tuple[str, ...] = ("knn", "mlp", "mf", "cluster", "threshold", "learned_cascade", "best_single", "random")
+RouterName = ROUTERS.choices()
+"""`Literal[<every registered router>]`: the registry (`routers.ROUTERS`) is the list of valid names."""
 LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
 
 
@@ -109,8 +109,8 @@ class RandomParams(ParamsModel):
 
 
 class RoutersParams(StudyParams):
-    routers: list[RouterName] = Field(default_factory=lambda: list(ALL_ROUTERS), min_length=1)
-    """Routers to fit and evaluate (knn, mlp, mf, cluster, threshold, learned_cascade, best_single, random)."""
+    routers: list[RouterName] = Field(default_factory=lambda: list(ROUTERS.names()), min_length=1)  # type: ignore[valid-type]
+    """Routers to fit and evaluate, by the names they are registered under (`routers.ROUTERS`); default: every one."""
     seeds: int = Field(3, ge=1)
     """Seeds per router (initialisation, k-means start, random draws, verifier noise stream)."""
     seed: int = 0

@@ -11,9 +11,9 @@ from delegation_lab.routers.base import Inputs, Outcome, Router, kept
 
 
 class BestSingleRouter(Router):
-    name = "best_single"
     knob = "solver"
     features = "none"
+    learns = False
 
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:
         self.fit_costs(cost)
@@ -43,7 +43,6 @@ class BestSingleRouter(Router):
 
 
 class RandomRouter(BestSingleRouter):
-    name = "random"
     knob = "p"
 
     def calibrate(self, x: Inputs, correct: np.ndarray, cost: np.ndarray) -> None:

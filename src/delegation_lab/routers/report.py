@@ -11,7 +11,7 @@ import numpy as np
 
 from delegation_lab.evaluation import ItemBootstrap
 from delegation_lab.evaluation.params import IntervalParams
-from delegation_lab.routers import LEARNED
+from delegation_lab.routers import learned_routers
 from delegation_lab.routers.study import StudyRun
 from delegation_lab.frontier.metrics import field_metrics
 
@@ -77,7 +77,8 @@ def study_metrics(run: StudyRun, intervals: IntervalParams, verifier: dict, embe
     for name in routers:
         routers[name]["field"] = field[name]
         routers[name]["gap_recovery"] = gap_recovery(curves[name], singles)
-    learned = {n: routers[n]["gap_recovery"]["best_share_under_half_cost"] for n in routers if n in LEARNED}
+    learns = learned_routers()
+    learned = {n: routers[n]["gap_recovery"]["best_share_under_half_cost"] for n in routers if n in learns}
     recovered = [n for n in learned if routers[n]["gap_recovery"]["recovers_half_gap_under_half_cost"]]
     return {
         "routers": routers,

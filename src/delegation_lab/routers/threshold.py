@@ -41,7 +41,6 @@ def pick_pair(solvers: list[str], correct: np.ndarray, cost: np.ndarray, strong:
 
 
 class ThresholdRouter(Router):
-    name = "threshold"
     knob = "strong_share"
 
     def _build(self, d_in: int) -> torch.nn.Module:
