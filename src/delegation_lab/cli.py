@@ -11,7 +11,7 @@ import typer
 import yaml
 
 from delegation_lab.params.root import deep_merge, load_params, parse_params, read_yaml
-from delegation_lab.errors import ConfigError, InputError
+from delegation_lab.errors import ConfigError, InputError, short_repr
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.routers import ROUTERS
 from delegation_lab.solvers.params import SCORE_THRESHOLD
@@ -518,7 +518,7 @@ def repro_check(
     typer.echo(origin.verdict())
     for file, figures in origin.moved.items():
         for key, old, new in figures[: 20 if show == "all" else 5]:
-            typer.echo(f"  moved: {file} {key}: {old} -> {new}")
+            typer.echo(f"  moved: {file} {key}: {short_repr(old, 60)} -> {short_repr(new, 60)}")
         if len(figures) > (20 if show == "all" else 5):
             typer.echo(f"  ... {file}: {len(figures)} figures moved in all")
     raise typer.Exit(0 if inside == len(checks) else 1)
