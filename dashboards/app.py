@@ -18,9 +18,11 @@ if str(_REPO) not in sys.path:  # `streamlit run` puts only dashboards/ on the p
 import duckdb  # noqa: E402
 import streamlit as st  # noqa: E402
 
+from dashboards.bind import refuse_unless_loopback  # noqa: E402
 from dashboards.cached import project_root  # noqa: E402
 
 st.set_page_config(page_title="delegation-lab", page_icon=":material/balance:", layout="wide")
+refuse_unless_loopback()  # started from another folder, the project's config.toml was not read: every interface
 
 PAGES = [
     st.Page("views/frontier.py", title="Frontier", icon=":material/scatter_plot:", default=True),

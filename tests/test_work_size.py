@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from delegation_lab.params import work_size
 from delegation_lab.params.root import deep_merge, parse_params, read_yaml
@@ -149,3 +150,16 @@ def test_the_step_record_price_matches_its_measured_peak():
         tracemalloc.stop()
     per_step = peak / (lanes * steps)
     assert 0.8 * work_size.STEP_RECORD_BYTES < per_step <= work_size.STEP_RECORD_BYTES, per_step
+
+
+def test_router_folds_past_the_select_split_are_refused_at_params_check(tmp_path: Path):
+    """`portfolio.router_folds: 1000000` passed params check and `dlab portfolio` ran on (issue 42)."""
+    (line,) = problems({"portfolio": {"router_folds": 1_000_000}})
+    assert line.startswith("portfolio: portfolio.router_folds 1000000 > the ") and "portfolio.select_split 'train'" in line
+    parse_params(deep_merge(base_params(), {"portfolio": {"router_folds": 1_000_000, "router": None}}))  # no folds then
+    path = tmp_path / "params.yaml"
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw.setdefault("portfolio", {})["router_folds"] = 1_000_000
+    path.write_text(yaml.safe_dump(raw))
+    proc = run([str(BIN / "dlab"), "params", "check", "--path", str(path)], cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "portfolio.router_folds 1000000 >" in proc.stderr

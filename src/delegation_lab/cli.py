@@ -177,7 +177,7 @@ def import_cache(
     try:
         report = build_import(path, format, items_dir, fields, trust_pickle, score_threshold, max_memory_gb)
     except (InputError, FileNotFoundError) as e:
-        fail(f"error: {e}")
+        fail(f"error: {e}", getattr(e, "exit_code", 1))
     typer.echo(report.text)
     if json_out is not None:
         try:

@@ -23,6 +23,10 @@ class ConfigError(Exception):
 class InputError(ValueError):
     """Bad input data or an impossible request; the message names the file, line, key or item."""
 
+    exit_code: int = 1
+    """The exit code a command ends with on this error: 1, or 2 for input refused outright (a file that
+    is not a regular file, JSON nested too deep, an integer too long: `json_input.refused`)."""
+
 
 def short_repr(value: Any, width: int = 80) -> str:
     """`repr(value)` cut to `width` characters, built from a few elements of each container and the

@@ -16,6 +16,7 @@ import polars as pl
 from delegation_lab.data.items import Item, make_item_id, require_every_split, take_splits
 from delegation_lab.data.params import AquaRatParams, DataParams, Gsm8kParams, TableParams
 from delegation_lab.errors import InputError, decode_utf8
+from delegation_lab.json_input import loads, regular_file
 from delegation_lab.parsing import normalise_number, parse_gsm8k_gold
 
 
@@ -25,12 +26,11 @@ class DataError(InputError):
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """JSON lines (blank lines skipped). A file holding one JSON array is accepted too."""
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
+    regular_file(path, DataError)  # a FIFO would block the open, /dev/zero never end
     text = decode_utf8(path.read_bytes(), path, DataError)
     if text.lstrip().startswith("["):
         try:
-            rows = json.loads(text)
+            rows = loads(text, str(path), DataError)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}: line {e.lineno}: malformed JSON ({e.msg})") from None
         return rows
@@ -46,7 +46,7 @@ def numbered_json_lines(text: str, path: Path, error: type[InputError] | None = 
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads(line, f"{path}: line {lineno}", error)
         except json.JSONDecodeError as e:
             raise error(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
         if not isinstance(row, dict):

@@ -285,4 +285,18 @@ def problems(params: Params) -> list[str]:
         elif est.work > max_work:
             lines.append(f"{est.study}: {est.sizes_text()} ask for an estimated {est.work:.2e} {est.unit} "
                          f"> limits.max_work {max_work:.2e}: lower those keys, or raise limits.max_work")
-    return lines
+    return lines + router_fold_problems(params)
+
+
+def router_fold_problems(params: Params) -> list[str]:
+    """`portfolio.router_folds` past the items of `portfolio.select_split`: each fold refits the router on
+    the other folds and the loop runs over every fold, held items or not, so a fold count off by orders of
+    magnitude (1,000,000) ran on where every fold past the item count is empty work. A split of null
+    size (the whole file) is bounded by its file instead."""
+    p = params.portfolio
+    items = getattr(params.data, f"{p.select_split}_size")
+    if not getattr(p, "enabled", True) or p.router is None or not items or p.router_folds <= items:
+        return []
+    return [f"portfolio: portfolio.router_folds {_num(p.router_folds)} > the {items} items of portfolio.select_split "
+            f"{p.select_split!r} (data.{p.select_split}_size): a fold holds at least one item; lower portfolio.router_folds "
+            "(5 by default) or set portfolio.router: null"]

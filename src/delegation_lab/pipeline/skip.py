@@ -67,8 +67,9 @@ def declared_outputs(layout: Layout, stage: str) -> list[tuple[str, dict[str, An
 
 
 def _table_schema(layout: Layout, path: Path) -> dict[str, pl.DataType]:
-    """The contract of a study's summaries, run index or outcomes table; other tables are empty with no columns."""
-    from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, RUN_INDEX_SCHEMA, SUMMARY_SCHEMA
+    """The contract of a study's summaries, run index, outcomes or credit table (every table a query view
+    reads); other tables are empty with no columns."""
+    from delegation_lab.pipeline.schemas import CREDIT_SCHEMA, OUTCOME_SCHEMA, RUN_INDEX_SCHEMA, SUMMARY_SCHEMA
 
     if path.parent == layout.summaries_dir:
         return SUMMARY_SCHEMA
@@ -76,6 +77,8 @@ def _table_schema(layout: Layout, path: Path) -> dict[str, pl.DataType]:
         return RUN_INDEX_SCHEMA
     if path.parent == layout.outcomes_dir:
         return OUTCOME_SCHEMA
+    if path.parent == layout.credit_dir:
+        return CREDIT_SCHEMA
     return {}
 
 

@@ -1,7 +1,7 @@
 """What every stage script shares: argument parsing, params validation, error handling, tracking.
 
 A stage body raises; this wrapper turns bad params (ConfigError) into exit code 2 and bad input
-(InputError, a missing input file) into exit code 1, each one line naming the key, file or item.
+(InputError, a missing input file) into exit code 1 (2 for input refused outright: its `exit_code`), each one line naming the key, file or item.
 Anything else (a KeyError included) is a bug: it propagates with its traceback.
 """
 
@@ -100,4 +100,4 @@ def run_stage(
         sys.exit(2)
     except (InputError, FileNotFoundError) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(getattr(e, "exit_code", 1))

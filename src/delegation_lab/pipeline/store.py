@@ -19,14 +19,12 @@ from typing import Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from delegation_lab.errors import InputError
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.schemas import RUN_INDEX_SCHEMA, SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 from delegation_lab.pipeline.tables import conform, write_parquet_atomic
-from delegation_lab.pipeline.views import empty_view, view_layout
+from delegation_lab.pipeline.views import empty_view, has_columns, view_layout
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -132,17 +130,9 @@ def _quote(path: Path | str) -> str:
 
 
 def _tables_with_columns(folder: Path, pattern: str) -> list[Path]:
-    """The folder's Parquet files that have columns: a skipped study writes its tables without any
-    (stage_skip), and DuckDB refuses a view over a file with no column."""
+    """The folder's Parquet files that have columns (`views.has_columns`)."""
     files = sorted(folder.glob(pattern)) if folder.is_dir() else []
-    return [f for f in files if _has_columns(f)]
-
-
-def _has_columns(path: Path) -> bool:
-    try:
-        return bool(pq.read_schema(path).names)
-    except (pa.ArrowException, OSError):
-        return True  # unreadable: DuckDB's read then fails with its own clear error, as it did before
+    return [f for f in files if has_columns(f)]
 
 
 def connect(layout: Layout) -> duckdb.DuckDBPyConnection:

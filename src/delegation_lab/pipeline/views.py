@@ -9,6 +9,8 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.schemas import (
@@ -37,6 +39,17 @@ def _sql_type(dtype: pl.DataType) -> str:
 def empty_view(con: duckdb.DuckDBPyConnection, name: str, schema: dict[str, pl.DataType]) -> None:
     cols = ", ".join(f"CAST(NULL AS {_sql_type(t)}) AS \"{c}\"" for c, t in schema.items())
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false")
+
+
+def has_columns(path: Path) -> bool:
+    """Whether a Parquet file has any column: a skipped study wrote some of its tables without any
+    (before `skip._table_schema` knew their schemas), and DuckDB refuses a view over a file with no
+    column (`dlab query` failed with a traceback in an experiment whose credit study was off). Such a
+    file holds no rows, so a view leaves it out; an unreadable file is kept, for the reader's own error."""
+    try:
+        return bool(pq.read_schema(path).names)
+    except (pa.ArrowException, OSError):
+        return True
 
 
 def view_layout(root: Path) -> dict[str, tuple[Path, str, dict[str, pl.DataType], bool]]:

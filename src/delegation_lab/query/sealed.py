@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from delegation_lab.errors import InputError
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.query.output import cell_text, limited
-from delegation_lab.pipeline.views import empty_view, view_layout
+from delegation_lab.pipeline.views import empty_view, has_columns, view_layout
 
 # `[comments] EXPLAIN [ANALYZE] [(options)] <inner>`; anything this does not match is refused
 EXPLAIN_PREFIX = re.compile(
@@ -216,7 +216,7 @@ def connect_sealed(layout: Layout, memory_limit: str | None = None, spill: Path 
         raise QueryRefused(f"--memory-limit {memory_limit!r}: {str(e).strip().splitlines()[0]}") from None
     try:
         for name, (folder, pattern, schema, hive) in view_layout(root).items():
-            files = _checked_files(folder, pattern, roots)
+            files = [f for f in _checked_files(folder, pattern, roots) if has_columns(f)]  # not a skipped column-less table
             if files:
                 con.register(name, _dataset(files, folder if hive else None))
             else:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from delegation_lab.errors import InputError
+from delegation_lab.json_input import loads
 from delegation_lab.params.model import ParamsModel, UniqueKeyLoader, dotted
 
 
@@ -143,8 +144,10 @@ def detect_format(file: Path) -> str:
 
 def _load_json(file: Path) -> dict[str, Any]:
     try:
-        data = json.loads(file.read_text(), parse_constant=_no_constant)
+        data = loads(file.read_text(), f"price table {file}", PriceTableError, parse_constant=_no_constant)
     except (json.JSONDecodeError, ValueError) as e:
+        if isinstance(e, PriceTableError):
+            raise
         raise PriceTableError(f"price table {file}: not valid JSON ({e})") from None
     if not isinstance(data, dict) or not data:
         raise PriceTableError(f"price table {file}: expected a non-empty JSON object of model -> prices")

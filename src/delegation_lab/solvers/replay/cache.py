@@ -17,10 +17,18 @@ from typing import Any
 
 import polars as pl
 
+from delegation_lab.json_input import regular_file
 from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay import FORMATS
 from delegation_lab.solvers.replay.budget import check_budget
-from delegation_lab.solvers.replay.records import CACHE_COLUMNS, CacheFormat, ReadOptions, ReplayError, file_model
+from delegation_lab.solvers.replay.records import (
+    CACHE_COLUMNS,
+    MAX_MODELS,
+    CacheFormat,
+    ReadOptions,
+    ReplayError,
+    file_model,
+)
 
 _QUOTES = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'", "`": "'",
@@ -147,7 +155,7 @@ def cache_files(path: str | Path, fmt: str) -> list[Path]:
     else:
         if not Path(text).exists():
             raise ReplayError(f"{text}: replay cache not found (check the `path` of the replay section)")
-        return [Path(text)]
+        return [regular_file(text, ReplayError)]  # /dev/zero, a FIFO: refused before anything opens them
     kinds = ", ".join("*" + x for x in cache_format.suffixes)
     if cache_format.belongs is not None:
         found = [p for p in found if cache_format.belongs(p)]
@@ -212,13 +220,21 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     cached = _LOADED.get(key)
     if cached is not None:
         return cached
-    check_budget(spec, fmt, files, cache_format.expansion, max_memory_gb)
+    read = list(files)  # the budget counts every file the reader opens, a format's companions too
+    for companion in (c for f in files for c in (cache_format.companions(f) if cache_format.companions else ())):
+        if companion not in read:
+            read.append(companion)
+    check_budget(spec, fmt, read, cache_format.expansion, max_memory_gb)
     several = len(files) > 1 or Path(spec).is_dir() or bool(_GLOB.search(spec))
     root = Path(spec) if Path(spec).is_dir() else None
     options = ReadOptions(fields or LongTableFields(), root, score_threshold)
     frame = _concat([_read_one(f, cache_format, options, several) for f in files])
     if frame.height == 0:
         raise ReplayError(f"{spec}: the {fmt} cache has no rows")
+    n_models = frame["model"].n_unique()
+    if n_models > MAX_MODELS:
+        raise ReplayError(f"{spec}: the {fmt} cache names {n_models} models, more than {MAX_MODELS}; "
+                          "import the models you route among (a glob or a folder of fewer files)")
     bad = frame.filter(pl.col("prompt").is_null())
     if bad.height:
         raise ReplayError(

@@ -29,6 +29,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from delegation_lab.errors import InputError
+from delegation_lab.json_input import raw_decode
 from delegation_lab.parsing import CALC_ANNOTATION, HASHES, NUMBER, normalise_number
 
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings, as models write them
@@ -56,13 +58,14 @@ def _repair_escapes(text: str) -> str:
     return _ESCAPES.sub(lambda m: m.group(0) if len(m.group(0)) > 1 else "\\\\", text)
 
 
-def _json_objects(text: str):
+def _json_objects(text: str, where: str = "reply", error: type[InputError] = InputError):
     """Every JSON object that starts at a `{` of the text, in order of position. Only a `{` that can open
     an object (a key's quote or `}` next) is decoded: each failed decode costs O(position) (the error's
-    line number), so trying every `{` of a reply of 400 k `{` was quadratic (90 s)."""
+    line number), so trying every `{` of a reply of 400 k `{` was quadratic (90 s). An object nested
+    deeper than the decoder can read is `error` naming `where` and the depth."""
     for start in (m.start() for m in _OBJECT_START.finditer(text)):
         try:
-            value, _ = _DECODER.raw_decode(text, start)
+            value, _ = raw_decode(_DECODER, text, start, where, error)
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
@@ -142,12 +145,14 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
-def json_reply_answer(reply: str | None) -> tuple[str | None, str]:
-    """(the answer, where it came from: one of `SOURCES`) of a reply asked for a JSON `answer`."""
+def json_reply_answer(reply: str | None, where: str = "reply",
+                      error: type[InputError] = InputError) -> tuple[str | None, str]:
+    """(the answer, where it came from: one of `SOURCES`) of a reply asked for a JSON `answer`; a JSON
+    block nested too deep to read is `error` naming `where` (exit code 2)."""
     if not reply:
         return None, "none"
     for text in (reply, _repair_escapes(reply)):
-        for obj in _json_objects(text):
+        for obj in _json_objects(text, where, error):
             value = _value_text(obj.get("answer"))
             if value is not None:
                 return answer_number(value), "json"

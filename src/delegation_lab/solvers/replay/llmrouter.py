@@ -23,6 +23,7 @@ from delegation_lab.solvers.replay.records import (
     CACHE_COLUMNS,
     CacheFormat,
     ReadOptions,
+    MAX_MODELS,
     ReplayError,
     cache_frame,
     cell_text,
@@ -54,12 +55,19 @@ def _query_file(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def queries_for(score_file: Path) -> dict[str, dict[str, Any]]:
-    """The query records a score file joins to: its split's file first, then the others."""
+def query_files(score_file: Path) -> list[Path]:
+    """The query files a score file joins to, in reading order: its split's file first, then the others
+    (the memory budget counts them: `CacheFormat.companions`)."""
     folder = score_file.parent.parent / QUERY_FOLDER
     own = folder / f"default_query_{score_file.stem}.jsonl"
-    files = sorted(folder.glob("*.jsonl"), key=lambda p: p != own)
+    return sorted(folder.glob("*.jsonl"), key=lambda p: p != own)
+
+
+def queries_for(score_file: Path) -> dict[str, dict[str, Any]]:
+    """The query records a score file joins to: its split's file first, then the others."""
+    files = query_files(score_file)
     if not files:
+        own = score_file.parent.parent / QUERY_FOLDER / f"default_query_{score_file.stem}.jsonl"
         raise ReplayError(f"{score_file}: LLMRouter's query files are missing: expected {own} (the layout of "
                           "LLMRouter's data/ folder: the task, gold and metric of each question live there)")
     merged: dict[str, dict[str, Any]] = {}
@@ -83,6 +91,12 @@ def _scores(record: Any, path: Path, where: str) -> dict[str, Any]:
 def read_llmrouter(path: Path, options: ReadOptions | None = None) -> pl.DataFrame:
     """One dcrouter_preprocessed file joined to its query records; labels only (empty replies)."""
     records = json_list(path, "LLMRouter questions with per-model scores")
+    models: set[str] = set()
+    for i, record in enumerate(records):  # before any row is built: one record can name a million models
+        models.update(map(str, _scores(record, path, f"record {i}")))
+        if len(models) > MAX_MODELS:
+            raise ReplayError(f"{path}: record {i}: the scores name more than {MAX_MODELS} models; import the "
+                              "models you route among")
     queries = queries_for(path)
     threshold = threshold_of(options)
     rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
@@ -126,4 +140,5 @@ def llmrouter_notes(frame: pl.DataFrame) -> list[str]:
     return lines
 
 
-LLMROUTER = CacheFormat(read=read_llmrouter, suffixes=(".json",), belongs=is_score_file, notes=llmrouter_notes)
+LLMROUTER = CacheFormat(read=read_llmrouter, suffixes=(".json",), belongs=is_score_file, notes=llmrouter_notes,
+                        companions=query_files)

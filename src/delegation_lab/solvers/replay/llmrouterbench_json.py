@@ -14,6 +14,7 @@ import polars as pl
 
 from delegation_lab.data.sources import parse_json_lines
 from delegation_lab.errors import InputError
+from delegation_lab.json_input import loads
 from delegation_lab.solvers.params import SCORE_THRESHOLD
 from delegation_lab.solvers.replay.records import (
     CACHE_COLUMNS,
@@ -41,7 +42,7 @@ def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     file_model = None
     if stripped.startswith("[") or stripped.startswith("{"):
         try:
-            data = json.loads(text)
+            data = loads(text, str(path), ReplayError)
         except json.JSONDecodeError:
             data = None  # maybe JSON lines whose first record is an object
         if isinstance(data, list):
@@ -68,7 +69,9 @@ def _json_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     try:
         return parse_json_lines(text, path), file_model
     except InputError as e:
-        raise ReplayError(str(e)) from None
+        refusal = ReplayError(str(e))
+        refusal.exit_code = e.exit_code
+        raise refusal from None
 
 
 def read_llmrouterbench_json(path: Path, model_hint: str | None = None, threshold: float = SCORE_THRESHOLD) -> pl.DataFrame:

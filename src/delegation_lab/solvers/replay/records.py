@@ -24,6 +24,7 @@ import polars as pl
 
 from delegation_lab.data.sources import numbered_json_lines
 from delegation_lab.errors import InputError
+from delegation_lab.json_input import loads, regular_file
 from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 
 CACHE_COLUMNS: dict[str, pl.DataType] = {
@@ -41,6 +42,9 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 
 MAX_TOKENS = 100_000_000
 """Most tokens one imported answer may report (in or out): far above any model's context."""
+MAX_MODELS = 1_000
+"""Most models one imported cache may name: the platform routes among tens of models, and a cache
+naming a million (one 16 MB LLMRouter record) took 5.5 GB and minutes of per-model work."""
 MAX_COST_USD = 1_000_000.0
 """Most US$ one imported answer may cost: anything above is a unit or parsing mistake."""
 
@@ -78,6 +82,9 @@ class CacheFormat:
     notes: Callable[[pl.DataFrame], list[str]] | None = None
     """Lines `dlab import` adds about a loaded cache of this layout: what it lacks (no answer text),
     what its join left unmatched."""
+    companions: Callable[[Path], list[Path]] | None = None
+    """The other files the reader of one cache file also reads (LLMRouter's query files): the memory
+    budget counts them with the cache's own."""
     expansion: float = 20.0
     """Peak memory of `dlab import` over the files' text size, measured (docs/scaling.md): `budget`
     refuses a cache whose estimate is over the budget. 20 covers the tables measured: a 200 MB long
@@ -257,6 +264,7 @@ def utf8_text(raw: bytes, path: Path) -> str:
 
 def read_utf8(path: Path) -> str:
     """A text file's content, with the line of the first non-UTF-8 byte in the error."""
+    regular_file(path, ReplayError)  # a FIFO would block the open, /dev/zero never end
     try:
         return utf8_text(path.read_bytes(), path)
     except OSError as e:
@@ -295,6 +303,7 @@ def check_csv(path: Path) -> None:
 def json_list(path: Path, what: str) -> list[Any]:
     """A file holding one JSON list (gzip-compressed when it ends in .gz, as experiments ship them);
     an empty file, bad JSON or another top level fails naming the file."""
+    regular_file(path, ReplayError)
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
@@ -303,7 +312,7 @@ def json_list(path: Path, what: str) -> list[Any]:
     if not text.strip():
         raise ReplayError(f"{path}: empty file (expected a JSON list of {what})")
     try:
-        data = json.loads(text)
+        data = loads(text, str(path), ReplayError)
     except json.JSONDecodeError as e:
         raise ReplayError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     if not isinstance(data, list):

@@ -71,7 +71,8 @@ def read_zeroeval(path: Path, options: ReadOptions | None = None) -> pl.DataFram
         if missing:
             raise ReplayError(f"{path}: {where}: missing field {missing[0]!r} (fields: {columns_hint(sorted(r))})")
         reply = _reply(r, path, where)
-        parsed, source = json_reply_answer(reply) if reply is not None else (None, "none")
+        parsed, source = (json_reply_answer(reply, f"{path}: {where}: the reply (output[0])", ReplayError)
+                          if reply is not None else (None, "none"))
         rows["source_index"].append(str(index))
         rows["prompt"].append(cell_text(r["question"]))
         rows["model"].append(file_model(path))
