@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.test_backend_openai_compat import FakeServer  # noqa: E402  (reuses the tests' fake endpoint)
+from tests.solvers.test_backend_openai_compat import FakeServer  # noqa: E402  (reuses the tests' fake endpoint)
 
 from delegation_lab.data.params import ArithParams
 from delegation_lab.solvers.params import SolverParams  # noqa: E402

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.test_dashboard_browser import CHROMIUM_FLAGS, Server, assert_readable_frontier, chromium_path
+from tests.dashboard.test_dashboard_browser import CHROMIUM_FLAGS, Server, assert_readable_frontier, chromium_path
 
 
 def capture(project: Path, out: Path, browser) -> None:

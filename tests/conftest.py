@@ -59,7 +59,7 @@ def env_with_venv() -> dict[str, str]:
     """This environment for a child process: the venv first on PATH, no progress bars, and the
     pinned numerics a stage would re-execute itself into (numerics.pin_numerics), so a stage the
     tests start imports its libraries once, not twice (~2 CPU s per torch stage). Where the
-    re-execution itself is tested (tests/test_numerics.py) the test removes the pins."""
+    re-execution itself is tested (tests/pipeline/test_numerics.py) the test removes the pins."""
     from delegation_lab.pipeline import numerics
 
     env = numerics.pinned_environ(dict(os.environ)) if numerics.applies() else dict(os.environ)
@@ -211,9 +211,9 @@ def smoke_dag(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def replayed_dag(tmp_path_factory: pytest.TempPathFactory):
-    """The whole smoke DAG run once on a replayed folder (tests/test_replay_any_dataset.py's
+    """The whole smoke DAG run once on a replayed folder (tests/replay/test_replay_any_dataset.py's
     project) and its `dvc repro` output, shared by the tests that only read its results."""
-    from tests.test_replay_any_dataset import replay_project
+    from tests.replay.test_replay_any_dataset import replay_project
 
     project = replay_project(tmp_path_factory.mktemp("replayed_dag") / "p", overlay=SESSION_OVERLAY)
     # its tests read results, not MLflow runs (smoke_dag's check those): without tracking each of its

@@ -276,7 +276,7 @@ def served_project(folder: Path, questions: list[str], drain: bool = False) -> P
 def run_served_stages(root: Path, sizes: dict[str, int], stages: tuple[str, ...] = ("label",)) -> dict:
     """Switch `root` to `data.dataset: served` with the split `sizes`, run prepare, solve for every
     solver, then `stages`; returns the params written."""
-    from .conftest import run  # here, not at the top: benchmarks import this module without pytest's conftest
+    from tests.conftest import run  # here, not at the top: benchmarks import this module without pytest's conftest
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["project"]["repo"] = os.path.relpath(REPO, root)

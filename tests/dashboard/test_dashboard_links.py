@@ -1,0 +1,134 @@
+"""Links into Trajectories (dashboards/links.py): built and parsed in one place, round-trip for every
+study's way of naming methods and operating points; each point resolves to its own trajectory
+partition or to none, never to another method's; a stale URL value gets a notice and the defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from dashboards.links import StepsKey, parse_steps, steps_url, trajectory_method
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.store import TrajectoryWriter
+
+# (study, method, operating point, the partition the study writes its steps to), as each study names them
+POINTS = [
+    ("coordinator", "management.dqn_map", "lambda=10", "management.dqn_map.lambda10"),
+    ("coordinator", "management.dqn_map", "lambda=100", "management.dqn_map.lambda100"),
+    ("coordinator", "management.dqn_map", "lambda=1.5", "management.dqn_map.lambda1.5"),
+    ("coordinator", "management.dqn_map", "lambda=15", "management.dqn_map.lambda15"),
+    ("coordinator", "delegation.dqn_nomap", "default", "delegation.dqn_nomap"),
+    ("routers", "learned_cascade", "tau=0.3", "learned_cascade.tau_0.3"),
+    ("routers", "learned_cascade", "tau=0.7", "learned_cascade.tau_0.7"),
+    ("routers", "knn", "tau=0.3", "knn.tau_0.3"),
+    ("market", "ccv-truthful", "R0.5x", "ccv-truthful@R0.5x"),
+    ("market", "ccv-truthful", "R2x", "ccv-truthful@R2x"),
+    ("market", "1p-md", "R0.5x", "1p-md@R0.5x"),
+    ("margent", "margent", "rho=0.5", "margent-rho0.5"),
+    ("margent", "margent", "rho=1", "margent-rho1"),
+    ("margent", "always_commit", "default", "always_commit"),
+    ("redref", "cached.thompson", "B=0.5", "cached.thompson.b0.5"),
+    ("redref", "cached.thompson", "B=2", "cached.thompson.b2"),
+    ("redref", "thompson", "default", "sim.thompson"),
+    ("credit", "sharp", "p=0.5", "sharp"),
+]
+ODD = [("baselines", "cascade:B>A", "default"), ("baselines", "mix:A+B", "p=0.25"), ("market", "ccv-truthful@R0.5x", "R0.5x"),
+       ("s p a c e", "a&b=c?d#e", "x=1;y=2"), ("coordinator", "management.dqn_map", "lambda=10")]
+
+
+@pytest.mark.parametrize(("study", "method", "point"), [p[:3] for p in POINTS] + ODD)
+@pytest.mark.parametrize("seed", [None, 0, 17])
+def test_a_link_parses_back_to_its_key(study: str, method: str, point: str, seed: int | None) -> None:
+    key = StepsKey(study, method, point, seed, "it-007@x.y")
+    url = steps_url(key)
+    assert url.startswith("trajectories?") and "@" not in url.split("?", 1)[1] and ">" not in url
+    query = parse_qs(urlsplit(url).query)
+    assert parse_steps(query) == key
+    assert parse_steps({k: v[-1] for k, v in query.items()}) == key  # st.query_params gives the last value
+
+
+def test_a_bad_seed_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match="seed='x'"):
+        parse_steps({"study": "s", "method": "m", "seed": "x"})
+    assert parse_steps({"study": "s"}) is None
+
+
+def test_every_point_resolves_to_its_own_partition() -> None:
+    by_study: dict[str, list[str]] = {}
+    for study, _, _, partition in POINTS:
+        by_study.setdefault(study, []).append(partition)
+    by_study["redref"].append("sim.cached")  # another tag's method must not catch `cached.*`
+    for study, method, point, partition in POINTS:
+        assert trajectory_method(method, point, by_study[study]) == partition, (study, method, point)
+
+
+def test_an_unknown_point_resolves_to_nothing() -> None:
+    have = ["management.dqn_map.lambda10", "management.dqn_map.lambda100", "best_single.solver_A"]
+    assert trajectory_method("management.dqn_map", "lambda=1", have) is None
+    assert trajectory_method("management.dqn_map", "default", have) is None  # only named points exist
+    assert trajectory_method("learned_cascade", "tau=0.3", have) is None
+    assert trajectory_method("dqn_map", "default", ["dqn_map.x", "a.dqn_map"]) == "a.dqn_map"
+    assert trajectory_method("map", "default", ["dqn_map"]) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The Trajectories page opens what a link names, and says so when it cannot
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+PARTITIONS = ["management.dqn_map.lambda10", "management.dqn_map.lambda100", "best_single.solver_A"]
+
+
+@pytest.fixture(scope="module")
+def steps_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("links") / "p"
+    with TrajectoryWriter(Layout(root), "coordinator") as writer:
+        for method in PARTITIONS:
+            for seed in (0, 3):
+                writer.add(method, seed, [{"episode": e, "step": 0, "split": "test", "item_id": f"it{e}", "action": "A",
+                                           "executors": ["A"], "correct": True, "cost_usd": 0.01, "reward": 1.0,
+                                           "calls": 1, "extra": None} for e in range(3)])
+    return root
+
+
+def open_trajectories(root: Path, monkeypatch: pytest.MonkeyPatch, **query: str):
+    monkeypatch.setenv("DLAB_ROOT", str(root))
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("views/trajectories.py")
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def value_of(at, label: str):
+    return next(w for w in at.selectbox if w.label == label).value
+
+
+def test_a_compare_link_opens_that_method_point_and_seed(steps_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = StepsKey("coordinator", "management.dqn_map", "lambda=10", 3, "it1")
+    query = {k: v[-1] for k, v in parse_qs(urlsplit(steps_url(key)).query).items()}
+    at = open_trajectories(steps_project, monkeypatch, **query)
+    assert not at.warning, [w.value for w in at.warning]
+    assert value_of(at, "Method") == "management.dqn_map.lambda10"
+    assert value_of(at, "Seed") == 3
+    assert value_of(at, "Method to follow") == "management.dqn_map.lambda10"
+    assert value_of(at, "Seed to follow") == 3
+
+
+@pytest.mark.parametrize(("query", "said"), [
+    ({"study": "coordinator", "method": "learned_cascade", "op": "tau=0.3"}, "learned_cascade @ tau=0.3"),
+    ({"study": "coordinator", "method": "management.dqn_map", "op": "lambda=1"}, "lambda=1"),
+    ({"study": "bogus", "method": "management.dqn_map"}, "bogus"),
+])
+def test_an_unknown_link_says_so_and_shows_the_defaults(steps_project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         query: dict, said: str) -> None:
+    at = open_trajectories(steps_project, monkeypatch, **query)
+    assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
+    assert value_of(at, "Method") == "(all)"  # not silently another method

@@ -1,0 +1,96 @@
+"""The Frontier page's solver picker (dashboards/solver_subset.py): the default subset at many
+models, the points within a subset, and the oracle recomputed on it, checked against the frontier
+stage's own oracle (frontier_with_outcomes) on the same solvers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dashboards import solver_subset
+from delegation_lab.params.root import FrontierParams
+from delegation_lab.evaluation.outcomes import write_outcomes
+from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.frontier.build import frontier_with_outcomes
+from delegation_lab.frontier.baselines import BASELINES
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.tables import read_labeled_answers
+from tests.dashboard.test_dashboard import APP, SOLVERS, AppTest, metric, widget
+from tests.dashboard.test_dashboard import synthetic_project  # noqa: F401 - the fixture
+
+pytest.importorskip("streamlit.testing.v1")
+
+
+def stage(root: Path, solvers: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(frontier, baselines' outcomes) the frontier stage computes on these solvers' answers."""
+    labeled = read_labeled_answers(Layout(root))
+    labeled = labeled.filter((pl.col("split") == "test") & pl.col("solver").is_in(solvers))
+    table, _, outcomes = frontier_with_outcomes(labeled, pl.DataFrame(), FrontierParams(mixture_points=3), "synthetic")
+    return table, outcomes
+
+
+@pytest.fixture(scope="module")
+def with_baselines(synthetic_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    """The synthetic project plus the baselines' item-level outcomes the stage writes."""
+    root = tmp_path_factory.mktemp("subset") / "project"
+    shutil.copytree(synthetic_project, root)
+    write_outcomes(Layout(root), BASELINES, stage(root, sorted(SOLVERS))[1])
+    return root
+
+
+def singles_of(outcomes: pl.DataFrame, solvers: list[str]) -> dict[str, pl.DataFrame]:
+    return {s: outcomes.filter(pl.col("method") == f"always-{s}").select("seed", "item_id", "correct", "cost_usd") for s in solvers}
+
+
+@pytest.mark.parametrize("chosen", [["A", "B", "C"], ["A", "B"], ["B", "C"], ["C"]])
+def test_subset_oracle_is_the_stage_oracle_on_those_solvers(with_baselines: Path, chosen: list[str]) -> None:
+    everything = pl.read_parquet(Layout(with_baselines).outcomes(BASELINES))
+    ours = solver_subset.subset_oracle(singles_of(everything, chosen), IntervalParams())
+    table, _ = stage(with_baselines, chosen)
+    theirs = table.filter(pl.col("kind") == "oracle").row(0, named=True)
+    assert ours["accuracy"] == pytest.approx(theirs["accuracy"])
+    assert ours["cost_per_item_usd"] == pytest.approx(theirs["cost_per_item_usd"])
+    assert ours["accuracy_ci_low"] <= ours["accuracy"] <= ours["accuracy_ci_high"]
+
+
+def frontier_rows(singles: list[tuple[str, float, float]], extra: list[tuple[str, str, str]] = ()) -> pl.DataFrame:
+    rows = [{"study": "baselines", "method": f"always-{s}", "operating_point": "default", "kind": "single",
+             "accuracy": a, "cost_per_item_usd": c, "solver_set": s} for s, a, c in singles]
+    rows += [{"study": st, "method": m, "operating_point": "default", "kind": k, "accuracy": 0.5, "cost_per_item_usd": 0.1,
+              "solver_set": s} for st, m, k, s in extra]
+    return pl.DataFrame(rows)
+
+
+def test_default_subset_is_every_solver_when_few_else_the_singles_front_and_the_best() -> None:
+    few = frontier_rows([("a", 0.5, 1.0), ("b", 0.9, 2.0), ("c", 0.4, 3.0)])
+    assert solver_subset.default_subset(few) == ["a", "b", "c"]
+    # 12 singles: s00..s09 dominated (expensive, weak), cheap c1 and strong best on the front; tie on accuracy: cheaper wins
+    many = frontier_rows([(f"s{k:02d}", 0.3, 5.0 + k) for k in range(10)] + [("cheap", 0.5, 0.1), ("best", 0.95, 2.0), ("twin", 0.95, 3.0)])
+    assert solver_subset.default_subset(many) == ["best", "cheap"]
+
+
+def test_within_keeps_points_whose_solvers_are_all_chosen() -> None:
+    points = frontier_rows([("a", 0.5, 1.0), ("b", 0.9, 2.0), ("c", 0.4, 3.0)], [
+        ("baselines", "cascade:a>b", "cascade", "a,b"), ("routers", "knn", "study", "a,b,c"),
+        ("baselines", "oracle", "oracle", "a,b,c"), ("envsim", "planner", "study", "")])
+    kept = solver_subset.within(points, ["a", "b"])
+    assert kept["method"].to_list() == ["always-a", "always-b", "cascade:a>b"]
+
+
+def test_frontier_page_recomputes_the_oracle_on_the_chosen_solvers(with_baselines: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLAB_ROOT", str(with_baselines))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    picker = widget(at.multiselect, "Solvers taking part (3)")
+    assert sorted(picker.value) == ["A", "B", "C"]  # three solvers: every one by default
+    picker.set_value(["B", "C"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    theirs = stage(with_baselines, ["B", "C"])[0].filter(pl.col("kind") == "oracle").row(0, named=True)
+    assert metric(at, "Oracle accuracy") == f"{theirs['accuracy']:.2%}"
+    assert metric(at, "Oracle cost per item") == f"${theirs['cost_per_item_usd']:.3g}"
+    at.radio(key="view").set_value("All operating points").run()
+    shown = next(df.value for df in at.dataframe if {"on_pareto", "solver_set"} <= set(df.value.columns))
+    assert all(set(s.split(",")) <= {"B", "C"} for s in shown["solver_set"]) and "always-A" not in set(shown["method"])
+    assert at.query_params["models"] in (["B", "C"], ["C", "B"])
