@@ -95,7 +95,7 @@ def test_a_marked_value_without_a_paper_figure_is_a_row_of_its_own():
 def test_the_committed_metrics_have_valid_provenance_and_the_rows_the_issue_names():
     from pathlib import Path
 
-    rows = {(study, r["metric"]): r["provenance"] for study, rs in read_all(Path(__file__).parents[1] / "metrics").items() for r in rs}
+    rows = {(study, r["metric"]): r["provenance"] for study, rs in read_all(Path(__file__).parents[2] / "metrics").items() for r in rs}
     assert rows[("coordinator", "management.always_a.late_accuracy_mean")] == "calibrated"
     assert rows[("margent", "ablation.blank.correction")] == "setting"
     assert set(rows.values()) <= {"computed", "calibrated", "setting"}
