@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from delegation_lab.reporting.repro_check import is_timing  # the one definition of a timing key
 from delegation_lab.pipeline.numerics import CLEARED_ENV, PINNED_ENV, applies, pinned, pinned_environ
 
 from tests.conftest import BIN, REPO, copy_project, env_with_venv
@@ -70,11 +71,6 @@ def test_a_stage_started_from_the_command_line_runs_pinned_whatever_the_environm
     assert out.stdout.split() == ["AVX2", "COMPATIBLE", "1", "v3", "False"]
 
 
-def _is_timing(key: str) -> bool:
-    """Keys that measure speed, not content: `fit_seconds`, `route_items_per_second`, `runtime_s`."""
-    return "second" in key or key.endswith("_s")
-
-
 def _digest(project: Path) -> str:
     """The routers stage's content outputs (no timings): summaries, outcomes, and its metrics less
     the keys that measure speed."""
@@ -85,7 +81,7 @@ def _digest(project: Path) -> str:
 
     def content(obj):
         if isinstance(obj, dict):
-            return {k: content(v) for k, v in obj.items() if not _is_timing(k)}
+            return {k: content(v) for k, v in obj.items() if not is_timing(k)}
         return [content(v) for v in obj] if isinstance(obj, list) else obj
 
     h.update(json.dumps(content(metrics), sort_keys=True).encode())

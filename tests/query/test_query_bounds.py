@@ -71,7 +71,9 @@ def test_table_format_is_bounded_and_honours_the_timeout(project: Path):  # noqa
     (["--timeout=-3"], ["--timeout"]),
 ])
 def test_absurd_limits_are_one_line_errors(project: Path, args: list[str], words: list[str]):  # noqa: F811
-    one_line_error(dlab_query(project, "SELECT 1", *args), *words)
+    done = dlab_query(project, "SELECT 1", *args)
+    one_line_error(done, *words)
+    assert done.stdout == "", "refused before the query ran: no row printed"
 
 
 @pytest.mark.processes
