@@ -453,8 +453,9 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
         if m["kind"] not in wanted:
             continue
         test = m.get("vs_best_single") or {}
+        estimated = m.get("cost_rests_on_estimated_tokens")
         rows.append({
-            "method": name, "kind": m["kind"], "accuracy": f"{m['best_accuracy']:.3f} {interval(m.get('accuracy_ci'), '.3f')}",
+            "method": f"{name} †" if estimated else name, "kind": m["kind"], "accuracy": f"{m['best_accuracy']:.3f} {interval(m.get('accuracy_ci'), '.3f')}",
             "cost / item (US$)": f"{m['best_accuracy_cost_per_item_usd']:.3g} {interval(m.get('cost_ci'), '.3g')}",
             "AIQ": f"{m['aiq']:.3f}", "dominated by": m.get("dominated_by") or "—",
             "vs best single (Δ acc, p)": f"{test['against']}: {test['difference']:+.3f}, p={test['p_value']:.2g}" if "p_value" in test else "—",
@@ -462,8 +463,13 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
     header = (f"{summary['dataset']}, {summary['split']} split ({summary['n_items']} items), verifier "
               f"{summary.get('verifier', {}).get('name', '?')}; accuracy and cost at each method's most accurate point, "
               f"95 % item-level bootstrap intervals.\n\n")
+    footer = ""
+    if summary.get("estimated_reasoning_tokens"):
+        footer = "\n† cost rests on estimated hidden reasoning tokens: " + "; ".join(
+            f"{solver} {e['reasoning_tokens_per_item']} per answer ({e['source']})"
+            for solver, e in summary["estimated_reasoning_tokens"].items()) + "\n"
     return header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
-                                          "vs best single (Δ acc, p)"]) + "\n"
+                                          "vs best single (Δ acc, p)"]) + "\n" + footer
 
 
 @app.command("portfolio")
