@@ -11,6 +11,8 @@ from delegation_lab.errors import InputError
 from delegation_lab.labeling.labels import build_labels, replay_accuracy
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, current_answers
+from delegation_lab.solvers.params import SolverParams
+from delegation_lab.solvers.replay.backend import missing_answers_advice
 from delegation_lab.pipeline.stage import StageContext, run_stage
 from delegation_lab.pipeline.tables import read_items, read_table, write_json_atomic, write_parquet_atomic
 
@@ -79,11 +81,19 @@ def label(ctx: StageContext) -> None:
     for name, m in solve_metrics.items():
         print(f"label: {name}: accuracy {m['accuracy']:.3f} on {m['n_items']} items, ${m['cost_usd']:.4f}")
         if m["errors"]:
-            print(f"label: warning: {m['errors']} answers of {name} are backend errors and count as wrong; "
-                  f"rerun `python stages/solve.py --solver {name} --retry-errors` (replayed caches: use data.dataset replay)")
+            print(f"label: warning: {error_advice(name, ctx.params.solvers[name], joined)}")
     a = agreement["all"]
     if a["n"]:
         print(f"label: judge agreement {a['agreement']:.3f} on {a['n']} answers (FP {a['judge_false_positives']}, FN {a['judge_false_negatives']})")
+
+
+def error_advice(name: str, params: SolverParams, joined: pl.DataFrame) -> str:
+    """What to do about a solver's error rows: ask the backend again, or (a replayed cache) nothing can."""
+    errors = joined.filter((pl.col("solver") == name) & pl.col("error").is_not_null())
+    if params.backend == "replay":
+        return f"{name}: " + missing_answers_advice(name, params.replay, errors.height, errors["item_id"].head(3).to_list())
+    return (f"{errors.height} answers of {name} are backend errors and count as wrong; "
+            f"rerun `python stages/solve.py --solver {name} --retry-errors`")
 
 
 if __name__ == "__main__":
