@@ -8,7 +8,8 @@ import polars as pl
 
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
-from delegation_lab.labeling.labels import build_labels, replay_accuracy
+from delegation_lab.labeling.accuracy import count_accuracy
+from delegation_lab.labeling.labels import build_labels, graded_answers, replay_accuracy
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, current_answers
 from delegation_lab.solvers.params import SolverParams
@@ -40,17 +41,15 @@ def label(ctx: StageContext) -> None:
     labels, agreement, judge_run = build_labels(answers, items_df, by_id, ctx.params.label, judge_cache, ctx.progress)
     write_parquet_atomic(labels, layout.labels)
 
-    joined = labels.join(answers, on=["solver", "item_id", "request_hash"]).join(
-        items_df.select("item_id", "split"), on="item_id"
-    )
+    joined = graded_answers(labels, answers, items_df)
     solve_metrics = {}
     for name in ctx.params.solvers:
         rows = joined.filter(pl.col("solver") == name)
         run_file = layout.solve_run(name)
         run_stats = json.loads(run_file.read_text()) if run_file.exists() else {}
         solve_metrics[name] = {
-            "accuracy": round(float(rows["correct"].mean()), 6),
-            **{f"accuracy_{s}": round(float(g["correct"].mean()), 6)
+            "accuracy": round(count_accuracy(rows, "answer_text").accuracy, 6),
+            **{f"accuracy_{s}": round(count_accuracy(g, "answer_text").accuracy, 6)
                for (s,), g in rows.group_by("split") if g.height},
             "n_items": rows.height,
             "cost_usd": round(float(rows["cost_usd"].sum()), 6),
