@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import polars as pl
-import pytest
 import yaml
 from typer.testing import CliRunner
 
