@@ -43,9 +43,21 @@ def emit(text: str, out: Path | None) -> None:
 
 @params_app.command("check")
 def params_check(path: Path = Path("params.yaml")) -> None:
-    """Validate a params file; exit 2 naming every bad key."""
+    """Validate a params file; exit 2 naming every bad key, every key a stage of the dvc.yaml beside it
+    names and the file lacks, and every replayed answer the label stage could not label."""
+    import contextlib
+
+    from delegation_lab.labeling.preflight import unlabelled_problems
+    from delegation_lab.params.dag_keys import missing_key_problems
+
     try:
-        load_params(path)
+        params = load_params(path)
+        problems = missing_key_problems(path)
+        if not problems:
+            with contextlib.chdir(path.parent):  # the stages run there: the caches' paths are relative to it
+                problems = unlabelled_problems(params)
+        if problems:
+            raise ConfigError(str(path), problems)
     except ConfigError as e:
         fail(str(e), 2)
     typer.echo(f"{path}: ok")

@@ -72,7 +72,8 @@ class LabelParams(ParamsModel):
 class AbilityMapParams(ParamsModel):
     bucket_by: Literal["difficulty", "domain"] = "difficulty"
     """Key of the map's buckets: the item's difficulty, or its domain (MMLU-style subjects; buckets
-    numbered by domain name in sorted order, `bucket_edges` ignored)."""
+    numbered by domain name in sorted order, `bucket_edges` ignored but still kept in params.yaml:
+    the coordinator stage names it, and DVC refuses a stage whose named key the file lacks)."""
     bucket_edges: list[int] | None = None
     """Lower edges of difficulty buckets (e.g. [1, 3, 5] -> 1-2, 3-4, 5+); null = one bucket per difficulty."""
     confidence: float = Field(0.95, gt=0, lt=1)

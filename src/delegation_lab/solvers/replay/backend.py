@@ -94,3 +94,13 @@ class ReplayBackend:
             cost_usd=cost, parsed_answer=row.get("parsed_answer"), source_parsed="parsed_answer" in row,
             extra=extra,
         )
+
+
+def missing_answers_advice(name: str, params: ReplayParams, count: int, examples: list[str] = ()) -> str:
+    """What to do about `count` error rows of replayed solver `name`: the cache holds no answer for those
+    items (no row for the question, or a row with no reply), so `--retry-errors` would read the same
+    cache again and `data.dataset: replay` changes nothing either."""
+    shown = f" (e.g. item {', '.join(examples[:3])})" if examples else ""
+    return (f"replay cache {params.path} has no answer of {params.source_model!r} for {count} item(s){shown}; they count "
+            "as wrong (rerunning reads the same cache): re-import a cache that answers them, leave those questions "
+            f"out of the dataset, or drop solver {name}")
