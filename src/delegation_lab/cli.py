@@ -393,7 +393,7 @@ def route(
     try:
         typer.echo(route_questions(models / Layout().router(router).name, op, questions), nl=False)
     except InputError as e:
-        fail(f"route: {e}")
+        fail(f"route: {e}", e.exit_code)
 
 
 @app.command("serve")
