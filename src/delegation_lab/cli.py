@@ -209,20 +209,28 @@ def query(
     memory_limit: Annotated[str | None, typer.Option(
         help="DuckDB's memory for the query (e.g. 512MiB, 2GB); past it, it spills to a private temporary folder. "
              "Default: the smaller of 1 GiB and a quarter of the machine's memory")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="csv / json: write the rows to this file, replaced only when the query succeeds")] = None,
 ) -> None:
     """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
     DuckDB. Read-only: one SELECT (or EXPLAIN [ANALYZE] of one) is run, anything else is refused,
     and the connection cannot open any file; lists and structs print as JSON in csv. csv and json
     rows are written as they arrive (memory stays bounded whatever the result's size); a query
-    stopped part-way (timeout, memory) exits 2 after the rows already written."""
+    stopped part-way (timeout, memory) exits 2 after the rows already written to stdout, while
+    --out FILE is left as it was. The statement runs in a child process whose memory is capped at
+    --memory-limit plus headroom."""
     import os
+    from contextlib import nullcontext
 
     from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.tables import replaced_on_success
     from delegation_lab.query.output import write_rows
     from delegation_lab.query.sealed import query_rows, stream_query
 
     if format not in ("table", "csv", "json"):
         fail(f"--format must be table, csv or json (got {format[:40]!r})", 2)
+    if out is not None and format == "table":
+        fail("error: --out writes csv or json: add --format csv or --format json", 2)
     if format == "table" and limit > TABLE_MAX_ROWS:  # the table is built in memory: bounded like a screen
         fail(f"error: --limit {limit}: the table format shows at most {TABLE_MAX_ROWS} rows; use --format csv or json "
              "(written as the rows arrive) for more", 2)
@@ -231,15 +239,22 @@ def query(
             result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=limit, memory_limit=memory_limit)
             _print_table(result.frame, limit, result.truncated)
             return
-        with stream_query(Layout(root), sql, timeout_s=timeout, memory_limit=memory_limit) as stream:
-            written = write_rows(format, stream.schema, stream, sys.stdout, max_rows or None)
-            sys.stdout.flush()
+        with (stream_query(Layout(root), sql, timeout_s=timeout, memory_limit=memory_limit) as stream,
+              replaced_on_success(out) if out else nullcontext(sys.stdout) as sink):
+            written = write_rows(format, stream.schema, stream, sink, max_rows or None)
+            sink.flush()
     except InputError as e:
         sys.stdout.flush()
         fail(f"error: {e}", 2)
     except BrokenPipeError:  # `dlab query ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit's flush
         raise typer.Exit(0) from None
+    except OSError as e:
+        if out is None:
+            raise
+        fail(f"error: --out {out}: {e.strerror or e}", 2)  # a folder that is missing or not writable
+    if out:
+        typer.echo(f"wrote {written.rows} rows to {out}")
     if written.truncated:
         typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
 
@@ -390,7 +405,7 @@ def route(
     try:
         typer.echo(route_questions(models / Layout().router(router).name, op, questions), nl=False)
     except InputError as e:
-        fail(f"route: {e}")
+        fail(f"route: {e}", e.exit_code)
 
 
 @app.command("serve")

@@ -24,7 +24,7 @@ from delegation_lab.market.params import MarketParams
 from delegation_lab.params import work_size
 from delegation_lab.errors import short_repr
 from delegation_lab.games.limits import parse_size
-from delegation_lab.params.model import ConfigError, ParamsModel, YAMLRefused, dotted, load_yaml
+from delegation_lab.params.model import ConfigError, ParamsModel, YAMLRefused, dotted, load_yaml, read_config_text
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.routers.params import RoutersParams
 from delegation_lab.solvers.params import SolverParams
@@ -370,16 +370,9 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
 
 
 def read_yaml(path: Path) -> Any:
+    text = read_config_text(path)
     try:
-        return load_yaml(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(path), ["file not found"]) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(str(path), [f"not UTF-8 text (byte {e.start + 1} cannot be read); save it as UTF-8"]) from None
-    except IsADirectoryError:
-        raise ConfigError(str(path), ["is a folder, not a YAML file"]) from None
-    except OSError as e:
-        raise ConfigError(str(path), [f"cannot be read ({e.strerror or type(e).__name__})"]) from None
+        return load_yaml(text)
     except YAMLRefused as e:
         raise ConfigError(str(path), [str(e)]) from None
 
