@@ -43,11 +43,17 @@ def emit(text: str, out: Path | None) -> None:
 
 @params_app.command("check")
 def params_check(path: Path = Path("params.yaml")) -> None:
-    """Validate a params file; exit 2 naming every bad key."""
+    """Validate a params file; exit 2 naming every bad key (and a replayed cache that cannot keep the
+    published split `data.split: as_published` asks for)."""
+    from delegation_lab.data.replay import published_split_problems
+
     try:
-        load_params(path)
+        params = load_params(path)
     except ConfigError as e:
         fail(str(e), 2)
+    problems = published_split_problems(params.data)
+    if problems:
+        fail(f"{path}: " + "; ".join(problems), 2)
     typer.echo(f"{path}: ok")
 
 

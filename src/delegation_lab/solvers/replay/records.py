@@ -40,6 +40,10 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 """The columns every reader's frame has, one row per (question, model); a reader may add more (a
 `domain`, a `score`, the source's own columns)."""
 
+PUBLISHED_SPLIT = "source_split"
+"""The column a reader fills with the split the upstream published a row in (LLMRouter's and
+LLMRouterBench's split files and folders, a `split` column): `data.split: as_published` keeps it."""
+
 MAX_TOKENS = 100_000_000
 """Most tokens one imported answer may report (in or out): far above any model's context."""
 MAX_MODELS = 1_000
