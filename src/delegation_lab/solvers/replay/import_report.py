@@ -19,6 +19,7 @@ from delegation_lab.solvers.params import PRICE_TODO, SCORE_THRESHOLD, LongTable
 from delegation_lab.solvers.pricing import estimate_tokens
 from delegation_lab.solvers.replay import FORMATS
 from delegation_lab.solvers.replay.cache import ReplayCache, load_cache, normalise_question
+from delegation_lab.solvers.replay.records import PUBLISHED_SPLIT
 from delegation_lab.solvers.replay.relabel import ITEM_KEYS, model_summary, relabel
 
 
@@ -68,7 +69,9 @@ class ImportResult:
     summary: dict[str, Any]
     """What `dlab import --json` writes: the cache, and per model `n_items` (distinct questions),
     `accuracy` over them (our label where a gold is known, else the cache's), `no_answer` (replies
-    with no extractable answer; null where no reply is parsed), `no_reply`, `our_accuracy`,
+    with no extractable answer; null where no reply is parsed), `no_reply`, `unscored` (questions the
+    cache gives no score), `unlabelled` (of those, the ones no gold grades either: the label stage
+    stops on them), `our_accuracy`,
     `imported_accuracy` and `agreement` of the two where both exist (null where they never do)."""
 
 
@@ -118,6 +121,11 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
         shown = ", ".join(f"{d} {n}" for d, n in domains.head(12).iter_rows())
         lines.append(f"  domains ({domains.height}): {shown}{', ...' if domains.height > 12 else ''}")
     lines += [f"  note: {n}" for n in notes]
+    if PUBLISHED_SPLIT in frame.columns and frame[PUBLISHED_SPLIT].is_not_null().any():
+        first = frame.unique(subset="key", keep="first", maintain_order=True)
+        splits = first.group_by(PUBLISHED_SPLIT, maintain_order=True).len()
+        shown = ", ".join(f"{s} {n}" for s, n in splits.iter_rows())
+        lines.append(f"  published split (each question's first row): {shown}; `data.split: as_published` keeps it")
     lines += ["", f"models ({len(cache.models)}):"]
     stats: dict[str, dict[str, Any]] = {}
     for model in cache.models:
@@ -136,6 +144,8 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
         )
         if no_response:
             lines.append(f"      {no_response} row(s) without a response (replayed as error rows)")
+        if ours[model]["unlabelled"] or (ours[model]["unscored"] and ours[model]["imported_accuracy"] is not None):
+            lines.append(_unscored_line(ours[model]))
         if ours[model]["our_accuracy"] is not None:
             lines.append(_our_line(ours[model]))
         if missing_tokens:
@@ -209,6 +219,19 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
             + (", trust_pickle: true}  # only for a pickle you trust" if trusted else "}"),
         ]
     return ImportResult("\n".join(lines), summary)
+
+
+def _unscored_line(s: dict[str, Any]) -> str:
+    """How many of a model's questions the cache leaves without a score, and what the pipeline does with them."""
+    graded = s["unscored"] - s["unlabelled"]
+    text = f"      {s['unscored']} question(s) carry no score in the cache"
+    if graded:
+        text += f": {graded} graded by our labeler against a gold"
+    if s["unlabelled"]:
+        text += (f"{';' if graded else ':'} {s['unlabelled']} get no label, so the label stage stops on them "
+                 "(\"answers get no label\") unless a judge grades them (label.judge); leave those questions out "
+                 "of the cache, or give their items a gold")
+    return text
 
 
 def _our_line(s: dict[str, Any]) -> str:

@@ -95,6 +95,11 @@ class CacheFormat:
     table peaked at 2.76 GB (13.8x, issue 32), 24 MB of 100-byte rows at 18x, RouteLLM's CSV at 12x."""
 
 
+OTHER_LAYOUT = ("a file of another layout reads with --format long_table --field question=... model=... "
+                "score=... (data.replay.fields in params)")
+"""What a reader's refusal of a record it cannot map suggests: the option that maps any one-row-per-answer file."""
+
+
 def columns_hint(columns: list[str], limit: int = 30) -> str:
     shown = ", ".join(repr(c) for c in columns[:limit])
     more = f", ... ({len(columns) - limit} more)" if len(columns) > limit else ""

@@ -71,7 +71,9 @@ def relabel(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
 
 def model_summary(rows: pl.DataFrame, agreement: dict[str, Any] | None) -> dict[str, Any]:
     """One model's report: accuracy over distinct questions (our verdict where we have one, else the
-    imported label), replies with no extractable answer, and (`labeling.agreement.imported_agreement`)
+    imported label), replies with no extractable answer, questions the cache gives no score
+    (`unscored`) and those neither it nor our labeler labels (`unlabelled`: the label stage stops on
+    them), and (`labeling.agreement.imported_agreement`)
     how often our verdict agrees with the imported label."""
     label = pl.coalesce("programmatic", "imported")
 
@@ -87,6 +89,8 @@ def model_summary(rows: pl.DataFrame, agreement: dict[str, Any] | None) -> dict[
         "labelled_by_cache_only": int((rows["programmatic"].is_null() & rows["imported"].is_not_null()).sum()),
         "no_answer": int(parsed["parsed_answer"].is_null().sum()) if parsed.height else None,
         "no_reply": int(rows["response"].is_null().sum()),
+        "unscored": int(rows["imported"].is_null().sum()),
+        "unlabelled": int((rows["imported"].is_null() & rows["programmatic"].is_null()).sum()),
         "our_accuracy": mean("programmatic"),
         "imported_accuracy": mean("imported"),
         "agreement": agreement,
