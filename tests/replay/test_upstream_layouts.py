@@ -32,11 +32,14 @@ def by_model(df: pl.DataFrame, model: str) -> pl.DataFrame:
 
 def test_routerarena_cached_results():
     df = read_cache(UPSTREAM / "routerarena" / "cached_results" / "claude-3-haiku-20240307.jsonl", "routerarena_jsonl")
-    assert df.height == 3 and set(df["model"]) == {"claude-3-haiku-20240307"}
+    assert df.height == 4 and set(df["model"]) == {"claude-3-haiku-20240307"}
     first = df.row(0, named=True)
     assert first["source_index"] == "AIME_112" and first["domain"] == "AIME"
     assert first["correct"] is False and first["score"] == 0.0 and first["ground_truth"] == "610"
     assert (first["tokens_in"], first["tokens_out"]) == (349, 120) and first["cost_usd"] == pytest.approx(0.00023725)
+    meteor = df.row(3, named=True)  # RouterArena's meteor_score: F x (1 - penalty), below 0 when the penalty passes 1
+    assert meteor["source_index"] == "NarrativeQA_4102" and meteor["score"] == pytest.approx(-0.0330188679245283)
+    assert meteor["correct"] is False
 
 
 def test_routerarena_router_predictions():
@@ -57,7 +60,7 @@ def test_routerarena_folder_reads_both_layouts_and_skips_configs(tmp_path):
     (root / "model_cost").mkdir()
     (root / "model_cost" / "cost.json").write_text(json.dumps({"gpt-4o-mini": {"input_token_price_per_million": 0.15}}))
     df = read_cache(root, "routerarena_jsonl")
-    assert set(df["model"]) == {"claude-3-haiku-20240307", "glm-4-air"} and df.height == 5
+    assert set(df["model"]) == {"claude-3-haiku-20240307", "glm-4-air"} and df.height == 6
 
 
 def test_routerarena_prediction_without_model_names_the_field(tmp_path):

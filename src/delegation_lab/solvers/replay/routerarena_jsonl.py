@@ -11,7 +11,8 @@ apart by their content:
   and `accuracy` (the score; null where the split hides the gold: `full`). One row per question, by
   the chosen model; the router is kept in `router`.
 
-A cost of 0 is ignored (RouterArena prices unregistered models at $0): such answers are priced from
+A negative score (its `meteor_score` where the fragmentation penalty passes 1) counts as wrong, the
+raw score kept. A cost of 0 is ignored (RouterArena prices unregistered models at $0): such answers are priced from
 tokens. The dataset of the global index is the domain. RouterArena publishes two splits of one set of
 questions (`sub_10`, 809 with gold, inside `full`, 8,400): a subset, not a train / test split."""
 
@@ -41,6 +42,13 @@ from delegation_lab.solvers.replay.records import (
 )
 
 ROUTERARENA_REQUIRED = ("global_index", "question", "generated_answer")
+
+
+def _floored(score: Any) -> Any:
+    """A negative score read as 0 (wrong): RouterArena's `meteor_score` is F x (1 - penalty) and its
+    fragmentation penalty can pass 1 (NarrativeQA_4102 scores -0.033 in cached_results @ 4714a9a).
+    The raw score stays in `score`."""
+    return 0.0 if isinstance(score, (int, float)) and not isinstance(score, bool) and score < 0 else score
 
 
 def _routerarena_domain(global_index: str) -> str | None:
@@ -100,7 +108,7 @@ def read_routerarena_predictions(path: Path, options: ReadOptions | None = None)
         rows["prompt"].append(cell_text(r["prompt"]))
         rows["model"].append(str(r["prediction"]))
         rows["response"].append(cell_text(result.get("generated_answer")) if answered else None)
-        rows["correct"].append(correctness(r.get("accuracy"), path, f"{where}, field 'accuracy'", threshold_of(options))
+        rows["correct"].append(correctness(_floored(r.get("accuracy")), path, f"{where}, field 'accuracy'", threshold_of(options))
                                if answered else None)
         rows["tokens_in"].append(token_count(usage.get("input_tokens"), path, f"{where}, field 'generated_result.token_usage.input_tokens'"))
         rows["tokens_out"].append(token_count(usage.get("output_tokens"), path, f"{where}, field 'generated_result.token_usage.output_tokens'"))
@@ -135,7 +143,9 @@ def read_routerarena_jsonl(path: Path, options: ReadOptions | None = None) -> pl
         rows["prompt"].append(cell_text(r["question"]))
         rows["model"].append(path.stem)
         rows["response"].append(None if failed else cell_text(r["generated_answer"]))
-        rows["correct"].append(None if failed else correctness(result.get("score"), path, f"line {lineno}, field 'evaluation_result.score'", threshold_of(options)))
+        rows["correct"].append(None if failed else correctness(_floored(result.get("score")), path,
+                                                               f"line {lineno}, field 'evaluation_result.score'",
+                                                               threshold_of(options)))
         rows["tokens_in"].append(token_count(usage.get("input_tokens"), path, f"line {lineno}, field 'token_usage.input_tokens'"))
         rows["tokens_out"].append(token_count(usage.get("output_tokens"), path, f"line {lineno}, field 'token_usage.output_tokens'"))
         rows["cost_usd"].append(cost if cost else None)  # a $0 cost is RouterArena's unregistered-model default
