@@ -44,9 +44,11 @@ def emit(text: str, out: Path | None) -> None:
 @params_app.command("check")
 def params_check(path: Path = Path("params.yaml")) -> None:
     """Validate a params file; exit 2 naming every bad key, every key a stage of the dvc.yaml beside it
-    names and the file lacks, and every replayed answer the label stage could not label."""
+    names and the file lacks, every replayed answer the label stage could not label, and a replayed
+    cache that cannot keep the published split `data.split: as_published` asks for."""
     import contextlib
 
+    from delegation_lab.data.replay import published_split_problems
     from delegation_lab.labeling.preflight import unlabelled_problems
     from delegation_lab.params.dag_keys import missing_key_problems
 
@@ -55,7 +57,7 @@ def params_check(path: Path = Path("params.yaml")) -> None:
         problems = missing_key_problems(path)
         if not problems:
             with contextlib.chdir(path.parent):  # the stages run there: the caches' paths are relative to it
-                problems = unlabelled_problems(params)
+                problems = published_split_problems(params.data) or unlabelled_problems(params)
         if problems:
             raise ConfigError(str(path), problems)
     except ConfigError as e:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from delegation_lab.data import DATASETS
@@ -108,6 +110,12 @@ class DataParams(ParamsModel):
     """Which loader builds the items; its section below configures it."""
     seed: int = 0
     """Seed for generation and for the seeded split."""
+    split: Literal["seeded", "as_published"] = "seeded"
+    """How `data.dataset: replay` splits the cache's questions: `seeded` draws ability / train / test by
+    `seed` and the sizes; `as_published` keeps the split the cache publishes (its `source_split`:
+    LLMRouter's and LLMRouterBench's split files and folders, a `split` column): its test questions are
+    the test split (`test_size` of them, drawn by `seed`, or all), ability and train are drawn from its
+    train questions. `dlab params check` refuses a cache that publishes no split."""
     ability_size: int = Field(1000, ge=1)
     """Items in the ability-map bank."""
     train_size: int | None = Field(6473, ge=1)
@@ -130,6 +138,16 @@ class DataParams(ParamsModel):
     """jsonl / parquet / served: keep a row whose gold field is missing or null (its labels then need a
     judge or imported correctness); false = such a row fails naming the file and line. A table with
     `fields.gold: null` has no gold by design and needs no permission."""
+
+    @model_validator(mode="after")
+    def _published_split_is_replays(self) -> DataParams:
+        if self.split == "as_published" and self.dataset != "replay":
+            raise ValueError(
+                f"data.split: as_published keeps a replayed cache's own split, but data.dataset is {self.dataset!r} "
+                "(gsm8k and aqua_rat always test on their published test split; a jsonl / parquet table names its "
+                "split column in data.table.fields.split)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _arith_can_make_them(self) -> DataParams:

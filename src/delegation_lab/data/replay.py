@@ -9,6 +9,10 @@ replay) -> solve@X (backend replay) -> label.
 Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
 number of solution steps, and its gold), the cache's `difficulty_column`, or the item's domain
 (bucket 1, 2, ... by domain name, so one-domain caches put every item in bucket 1).
+
+Splits: seeded by `data.seed` and the sizes, or (`data.split: as_published`) the split the cache
+publishes in its `source_split` column: `test` questions form the test split, `train` questions the
+pool ability and train are drawn from.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from delegation_lab.data.items import Item, make_item_id, take_splits
 from delegation_lab.data.params import DataParams, ReplayDatasetParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.replay.cache import load_cache, normalise_question
+from delegation_lab.solvers.replay.records import PUBLISHED_SPLIT
+
+PUBLISHED_TRAIN, PUBLISHED_TEST = "train", "test"
+"""The published split names `data.split: as_published` knows: the pool (ability + train) and the test split."""
 
 
 class ReplayDataError(InputError):
@@ -67,6 +75,12 @@ def gsm8k_by_question(path: str | Path) -> dict[str, Item]:
 
 def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     """One item per distinct normalised prompt of the cache, in file order (first row wins)."""
+    return _replay_items(params, keep_split=False)[0]
+
+
+def _replay_items(params: ReplayDatasetParams, keep_split: bool) -> tuple[list[Item], list[tuple[str | None, str]]]:
+    """The items and, with `keep_split`, each one's published split and the file its first row came
+    from; a cache that publishes no split fails naming its files."""
     if not params.path:
         raise ReplayDataError("data.replay.path is empty; set it to the cache file, folder or glob (and data.replay.format)")
     path = Path(params.path)
@@ -90,11 +104,14 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     gsm8k = gsm8k_by_question(params.gsm8k_path) if params.gsm8k_path else {}
     first = frame.unique(subset="key", keep="first", maintain_order=True)
     codes = domain_codes(first["domain"].to_list())
-    wanted = ["source_index", "prompt", "key", "domain"] + ([column] if column else [])
+    wanted = ["source_index", "prompt", "key", "domain", "source_file"] + ([column] if column else [])
     if "gold" in first.columns:
         wanted.append("gold")
+    if keep_split:
+        require_published_split(frame, path, params.format)
+        wanted.append(PUBLISHED_SPLIT)
     seen: dict[str, int] = {}
-    items = []
+    items, splits = [], []
     for row in first.select(wanted).iter_rows(named=True):
         source_id = str(row["source_index"])
         # Distinct questions sharing a source index (e.g. a file joining several benchmarks) get a
@@ -119,10 +136,55 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
             source=path.name,
             source_id=source_id,
         ))
-    return items
+        if keep_split:
+            splits.append((row[PUBLISHED_SPLIT], row["source_file"]))
+    return items, splits
+
+
+def require_published_split(frame: pl.DataFrame, path: Path, format: str) -> None:
+    """`data.split: as_published` needs a cache that publishes a split: else fail naming its files."""
+    if PUBLISHED_SPLIT in frame.columns and frame[PUBLISHED_SPLIT].is_not_null().any():
+        return
+    files = frame["source_file"].unique(maintain_order=True).to_list()
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    raise ReplayDataError(
+        f"{path}: data.split is as_published but this {format} cache publishes no split ({shown}: no split "
+        "file, folder or column; docs/real_data.md lists which layouts publish one); set data.split: seeded"
+    )
+
+
+def published_split_problems(params: DataParams) -> list[str]:
+    """What `dlab params check` finds wrong with `data.split: as_published` before any stage runs."""
+    if params.dataset != "replay" or params.split != "as_published":
+        return []
+    try:
+        replay_items(params)
+    except InputError as e:
+        return [str(e)]
+    return []
 
 
 def replay_items(params: DataParams) -> list[Item]:
-    """`data.dataset: replay`: the cache's questions in seeded splits of the configured sizes."""
-    items = load_replay_items(params.replay)
-    return take_splits(items, None, source=params.replay.path, **params.split_sizes())
+    """`data.dataset: replay`: the cache's questions in seeded splits of the configured sizes, or in the
+    split the cache publishes (`data.split: as_published`)."""
+    if params.split != "as_published":
+        items = load_replay_items(params.replay)
+        return take_splits(items, None, source=params.replay.path, **params.split_sizes())
+    items, splits = _replay_items(params.replay, keep_split=True)
+    pool, test = [], []
+    for item, (split, file) in zip(items, splits, strict=True):
+        if split == PUBLISHED_TRAIN:
+            pool.append(item)
+        elif split == PUBLISHED_TEST:
+            test.append(item)
+        else:
+            raise ReplayDataError(
+                f"{file}: source index {item.source_id!r}: published split {split!r} is neither "
+                f"{PUBLISHED_TRAIN!r} nor {PUBLISHED_TEST!r} (data.split: as_published); set data.split: seeded"
+            )
+    source = f"{params.replay.path} (data.split: as_published)"
+    if not test or not pool:
+        missing = PUBLISHED_TEST if not test else PUBLISHED_TRAIN
+        raise ReplayDataError(f"{source}: the cache publishes no {missing!r} question ({len(pool)} train, "
+                              f"{len(test)} test); set data.split: seeded")
+    return take_splits(pool, test, source=source, **params.split_sizes())

@@ -55,6 +55,8 @@ class LongTableFields(ParamsModel):
     """Column holding a stable question id; absent = the row number."""
     domain: str | None = "domain"
     """Column holding the question's domain (subject, benchmark); absent = the file stem."""
+    split: str | None = "split"
+    """Column holding the split the table publishes each row in (train / test), kept for `data.split: as_published`; absent = none."""
 
 
 MAX_USD_PER_MTOK = 10_000.0

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 FORMATS: Registry[CacheFormat] = Registry("replay format", "replay.format")
 FORMATS.register("routellm_csv", "delegation_lab.solvers.replay.routellm_csv:ROUTELLM_CSV")
+FORMATS.register("routellm_mt_bench", "delegation_lab.solvers.replay.routellm_mt_bench:ROUTELLM_MT_BENCH")
 FORMATS.register("routerbench_pickle", "delegation_lab.solvers.replay.routerbench_pickle:ROUTERBENCH_PICKLE")
 FORMATS.register("routerbench_csv", "delegation_lab.solvers.replay.routerbench_csv:ROUTERBENCH_CSV")
 FORMATS.register("llmrouterbench_json", "delegation_lab.solvers.replay.llmrouterbench_json:LLMROUTERBENCH_JSON")

@@ -19,6 +19,7 @@ from delegation_lab.solvers.params import PRICE_TODO, SCORE_THRESHOLD, LongTable
 from delegation_lab.solvers.pricing import estimate_tokens
 from delegation_lab.solvers.replay import FORMATS
 from delegation_lab.solvers.replay.cache import ReplayCache, load_cache, normalise_question
+from delegation_lab.solvers.replay.records import PUBLISHED_SPLIT
 from delegation_lab.solvers.replay.relabel import ITEM_KEYS, model_summary, relabel
 
 
@@ -68,7 +69,7 @@ class ImportResult:
     summary: dict[str, Any]
     """What `dlab import --json` writes: the cache, and per model `n_items` (distinct questions),
     `accuracy` over the labelled ones as the label stage counts it (`labeling.accuracy`: the cache's
-    label where it brings one, else ours; an empty or missing reply wrong), `unlabelled`, `no_answer`
+    label where it brings one, else ours; an empty or missing reply wrong), `unlabelled`, `unscored` (questions the cache gives no score: graded by our labeler where a gold is known), `no_answer`
     (replies with no extractable answer; null where no reply is parsed), `no_reply` (replies missing
     or empty, wrong), `our_accuracy`, `imported_accuracy` and `agreement` of the two where both exist
     (null where they never do)."""
@@ -120,6 +121,11 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
         shown = ", ".join(f"{d} {n}" for d, n in domains.head(12).iter_rows())
         lines.append(f"  domains ({domains.height}): {shown}{', ...' if domains.height > 12 else ''}")
     lines += [f"  note: {n}" for n in notes]
+    if PUBLISHED_SPLIT in frame.columns and frame[PUBLISHED_SPLIT].is_not_null().any():
+        first = frame.unique(subset="key", keep="first", maintain_order=True)
+        splits = first.group_by(PUBLISHED_SPLIT, maintain_order=True).len()
+        shown = ", ".join(f"{s} {n}" for s, n in splits.iter_rows())
+        lines.append(f"  published split (each question's first row): {shown}; `data.split: as_published` keeps it")
     lines += ["", f"models ({len(cache.models)}):"]
     stats: dict[str, dict[str, Any]] = {}
     for model in cache.models:
@@ -219,6 +225,10 @@ def _counted_lines(s: dict[str, Any]) -> list[str]:
                    "the label stage counts it (metrics/replay_accuracy.json)")
     if s["no_reply"]:
         out.append(f"      {s['no_reply']} repl(y/ies) missing or empty, with no label of the cache's: wrong, and counted")
+    graded = s["unscored"] - s["unlabelled"]
+    if graded and s["imported_accuracy"] is not None:  # a scored cache with gaps: the gaps are graded by us
+        out.append(f"      {s['unscored']} question(s) carry no score in the cache: {graded} graded by our labeler "
+                   "against a gold")
     if s["unlabelled"]:
         out.append(f"      {s['unlabelled']} question(s) with no label (no gold, no correctness or score): the label "
                    "stage cannot label them (`dlab params check` names them)")

@@ -1,5 +1,5 @@
 """`long_table`: CSV, Parquet or JSON lines, one row per question x model, columns named by
-`fields` (question, model, correct or score, optional response, tokens, cost, id, domain):
+`fields` (question, model, correct or score, optional response, tokens, cost, id, domain, split):
 SPROUT- or EmbedLLM-style matrices."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import polars as pl
 from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay.records import (
     CACHE_COLUMNS,
+    PUBLISHED_SPLIT,
     CacheFormat,
     ReadOptions,
     ReplayError,
@@ -66,10 +67,10 @@ def read_long_table(path: Path, fields: LongTableFields, threshold: float = SCOR
         )
     n = raw.height
     values = {name: (raw[c].to_list() if (c := col(name)) else [None] * n)
-              for name in ("question", "model", "correct", "score", "response", "tokens_in", "tokens_out", "cost_usd", "id", "domain")}
+              for name in ("question", "model", "correct", "score", "response", "tokens_in", "tokens_out", "cost_usd", "id", "domain", "split")}
     line = (lambda i: f"row {i + 2}") if path.suffix == ".csv" else (lambda i: f"row {i + 1}")
     rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
-    extras: dict[str, list[Any]] = {"domain": [], "score": []}
+    extras: dict[str, list[Any]] = {"domain": [], "score": [], **({PUBLISHED_SPLIT: []} if col("split") else {})}
     for i in range(n):
         model = cell_text(values["model"][i])
         if not model:
@@ -88,6 +89,8 @@ def read_long_table(path: Path, fields: LongTableFields, threshold: float = SCOR
         rows["cost_usd"].append(cost_value(values["cost_usd"][i], path, f"{line(i)}, column {fields.cost_usd!r}"))
         extras["domain"].append(cell_text(values["domain"][i]))
         extras["score"].append(score_value(values["score"][i]))
+        if col("split"):
+            extras[PUBLISHED_SPLIT].append(cell_text(values["split"][i]))
     return cache_frame(rows, extras)
 
 

@@ -40,6 +40,10 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 """The columns every reader's frame has, one row per (question, model); a reader may add more (a
 `domain`, a `score`, the source's own columns)."""
 
+PUBLISHED_SPLIT = "source_split"
+"""The column a reader fills with the split the upstream published a row in (LLMRouter's and
+LLMRouterBench's split files and folders, a `split` column): `data.split: as_published` keeps it."""
+
 MAX_TOKENS = 100_000_000
 """Most tokens one imported answer may report (in or out): far above any model's context."""
 MAX_MODELS = 1_000
@@ -89,6 +93,11 @@ class CacheFormat:
     """Peak memory of `dlab import` over the files' text size, measured (docs/scaling.md): `budget`
     refuses a cache whose estimate is over the budget. 20 covers the tables measured: a 200 MB long
     table peaked at 2.76 GB (13.8x, issue 32), 24 MB of 100-byte rows at 18x, RouteLLM's CSV at 12x."""
+
+
+OTHER_LAYOUT = ("a file of another layout reads with --format long_table --field question=... model=... "
+                "score=... (data.replay.fields in params)")
+"""What a reader's refusal of a record it cannot map suggests: the option that maps any one-row-per-answer file."""
 
 
 def columns_hint(columns: list[str], limit: int = 30) -> str:

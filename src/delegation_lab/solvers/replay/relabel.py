@@ -98,6 +98,7 @@ def model_summary(rows: pl.DataFrame, agreement: dict[str, Any] | None) -> dict[
         "labelled_by_cache_only": int((rows["programmatic"].is_null() & rows["imported"].is_not_null()).sum()),
         "no_answer": int(parsed["parsed_answer"].is_null().sum()) if parsed.height else None,
         "no_reply": counted.no_reply,
+        "unscored": int(rows["imported"].is_null().sum()),
         "our_accuracy": mean("programmatic"),
         "imported_accuracy": mean("imported"),
         "agreement": agreement,

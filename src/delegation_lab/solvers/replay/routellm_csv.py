@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.solvers.replay.records import (
+    OTHER_LAYOUT,
     CACHE_COLUMNS,
     CacheFormat,
     ReadOptions,
@@ -41,7 +42,7 @@ def read_routellm_csv(path: Path, options: ReadOptions | None = None) -> pl.Data
     if not models:
         raise ReplayError(
             f"{path}: the RouteLLM CSV has no model: expected '<model>' True/False correctness columns, "
-            f"optionally each beside a '<model>_response' column (columns: {columns_hint(columns)})"
+            f"optionally each beside a '<model>_response' column (columns: {columns_hint(columns)}); {OTHER_LAYOUT}"
         )
     used = {"prompt", *models, *(f"{m}_response" for m in models)}
     extra_cols = [c for c in columns if c not in used]

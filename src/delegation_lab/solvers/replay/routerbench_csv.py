@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from delegation_lab.solvers.replay.records import CacheFormat, ReadOptions, ReplayError, check_csv, threshold_of
-from delegation_lab.solvers.replay.routerbench import read_wide_frame
+from delegation_lab.solvers.replay.routerbench import read_frame
 
 
 def read_routerbench_csv(path: Path, options: ReadOptions | None = None) -> pl.DataFrame:
@@ -28,7 +28,7 @@ def read_routerbench_csv(path: Path, options: ReadOptions | None = None) -> pl.D
     raw = raw.drop(columns=[c for c in raw.columns if str(c).startswith("Unnamed: ")])
     if raw.empty:
         raise ReplayError(f"{path}: no rows (a header only)")
-    return read_wide_frame(path, raw, "the RouterBench CSV", threshold_of(options), first_row=2)
+    return read_frame(path, raw, "the RouterBench CSV", threshold_of(options), first_row=2)
 
 
 ROUTERBENCH_CSV = CacheFormat(read=read_routerbench_csv, suffixes=(".csv",))

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from delegation_lab.solvers.replay.records import CacheFormat, ReadOptions, ReplayError, threshold_of
-from delegation_lab.solvers.replay.routerbench import read_wide_frame
+from delegation_lab.solvers.replay.routerbench import read_frame
 
 PICKLE_WARNING = (
     "unpickling runs arbitrary code: a RouterBench .pkl can do anything your user can (delete files, "
@@ -27,7 +27,7 @@ def read_routerbench_pickle(path: Path, options: ReadOptions | None = None) -> p
         raise ReplayError(f"{path}: not a readable pandas pickle ({type(e).__name__}: {e})") from None
     if not isinstance(raw, pd.DataFrame):
         raise ReplayError(f"{path}: expected a pickled pandas DataFrame, got {type(raw).__name__}")
-    return read_wide_frame(path, raw, "the RouterBench pickle", threshold_of(options))
+    return read_frame(path, raw, "the RouterBench pickle", threshold_of(options))
 
 
 ROUTERBENCH_PICKLE = CacheFormat(
