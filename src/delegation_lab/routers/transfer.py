@@ -80,6 +80,14 @@ def shared_solvers(source: Project, target: Project) -> list[str]:
     return shared
 
 
+def load_project_data(project: Project, solvers: list[str], params: RoutersParams) -> RoutingData:
+    """The routers stage's table of `project` on `solvers`; its errors name the project."""
+    try:
+        return load_routing_data(project.layout, solvers, params)
+    except InputError as e:
+        raise InputError(f"{project.layout.root}: {e}") from None
+
+
 def check_embeddings(source: RoutingData, target: RoutingData, names: tuple[str, str]) -> None:
     ds, dt = source.inputs.embedding.shape[1], target.inputs.embedding.shape[1]
     if source.embedder != target.embedder or ds != dt:
@@ -165,7 +173,7 @@ def run_transfer(source: Project, target: Project, progress: bool = False) -> di
     start = time.perf_counter()
     params = target.params.routers
     solvers = shared_solvers(source, target)
-    src, tgt = (load_routing_data(p.layout, solvers, params) for p in (source, target))
+    src, tgt = (load_project_data(p, solvers, params) for p in (source, target))
     check_embeddings(src, tgt, (str(source.layout.root), str(target.layout.root)))
     verifier = build_verifier(target.params.evaluation.verifier, target.layout.root)
     intervals = target.params.evaluation.intervals
