@@ -521,6 +521,51 @@ def portfolio(
     typer.echo(portfolio_table(metrics), nl=False)
 
 
+@app.command("transfer")
+def transfer(
+    source: Annotated[Path, typer.Argument(help="project folder whose train split the routers are fitted on")],
+    target: Annotated[Path, typer.Argument(help="project folder whose test split they are scored on (and fitted on, in domain)")],
+    out: Annotated[Path | None, typer.Option(
+        help="metrics file to add this direction to (default: TARGET/metrics/transfer.json)")] = None,
+) -> None:
+    """Cross-benchmark routers: every router of TARGET's `routers` params fitted on SOURCE's train
+    split and on TARGET's, on the solvers both name, scored on TARGET's test split with paired
+    item-level bootstrap intervals; adds the `SOURCE -> TARGET` entry to --out and prints its table."""
+    from delegation_lab.routers.transfer import direction_key, open_project, run_transfer, transfer_markdown, write_transfer
+
+    try:
+        src, tgt = open_project(source), open_project(target)
+        direction = run_transfer(src, tgt, progress=True)
+        out = out or tgt.layout.metrics("transfer")
+        write_transfer(direction, direction_key(src, tgt), out)
+    except ConfigError as e:
+        fail(str(e), 2)
+    except (InputError, FileNotFoundError) as e:
+        fail(f"error: {e}", 2)
+    typer.echo(transfer_markdown({"directions": {direction_key(src, tgt): direction}}), nl=False)
+    typer.echo(f"wrote {out} ({direction['runtime_s']} s)")
+
+
+@app.command("transfer-table")
+def transfer_table(
+    metrics: Annotated[Path, typer.Argument(help="a transfer metrics file")] = Layout().metrics("transfer"),
+    out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
+) -> None:
+    """Every direction of a transfer metrics file (`dlab transfer`) as Markdown tables."""
+    from delegation_lab.routers.transfer import transfer_markdown
+
+    try:
+        summary = json.loads(metrics.read_text())
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as e:
+        fail(f"{metrics}: {e}")
+    try:
+        text = transfer_markdown(summary)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        fail(f"error: {metrics}: not a transfer metrics file (`dlab transfer SOURCE TARGET` writes one): "
+             f"{type(e).__name__} {str(e)[:80]}", 2)
+    emit(text, out)
+
+
 repro_app = typer.Typer(help="Check a rerun against the committed metrics.", no_args_is_help=True)
 app.add_typer(repro_app, name="repro")
 
