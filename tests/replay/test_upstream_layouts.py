@@ -217,8 +217,7 @@ def test_routerbench_import_counts_unscored_rows_and_says_what_happens(tmp_path)
     path = UPSTREAM / "routerbench" / "routerbench_wide.csv"
     result = build_import(path, "routerbench_csv", tmp_path / "no-items")
     assert "imported accuracy 100.0% (2 labelled questions)" in result.text
-    assert ("1 question(s) carry no score in the cache: 1 get no label, so the label stage stops on them"
-            in result.text)
+    assert "1 question(s) with no label (no gold, no correctness or score): the label stage cannot label them" in result.text
     gpt4 = result.summary["models"]["gpt-4-1106-preview"]
     assert (gpt4["unscored"], gpt4["unlabelled"]) == (1, 1)
     assert result.summary["models"]["gpt-3.5-turbo-1106"]["unscored"] == 0
