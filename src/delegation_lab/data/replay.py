@@ -1,9 +1,10 @@
 """`data.dataset: replay`: a solver-answer cache standing as its own dataset.
 
 One item per distinct (normalised) question of the cache. Its gold is the GSM8K question's it matches
-(`gsm8k_path`), else the gold the cache brings (a `gold` column: zeroeval; our labeler grades the
-replies against it), else unknown: the replayed answers bring their own correctness labels (label
-method `imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
+(`gsm8k_path`), else the gold the cache brings (`records.ITEM_COLUMNS`, with the choices of a
+multiple-choice question and the matcher that grades it: zeroeval; our labeler grades the replies
+against it), else unknown: the replayed answers bring their own correctness labels (label method
+`imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
 replay) -> solve@X (backend replay) -> label.
 
 Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
@@ -24,6 +25,7 @@ from delegation_lab.data.items import Item, make_item_id, take_splits
 from delegation_lab.data.params import DataParams, ReplayDatasetParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.replay.cache import load_cache, normalise_question
+from delegation_lab.solvers.replay.records import ITEM_COLUMNS
 
 
 class ReplayDataError(InputError):
@@ -91,8 +93,7 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
     first = frame.unique(subset="key", keep="first", maintain_order=True)
     codes = domain_codes(first["domain"].to_list())
     wanted = ["source_index", "prompt", "key", "domain"] + ([column] if column else [])
-    if "gold" in first.columns:
-        wanted.append("gold")
+    wanted += [c for c in ITEM_COLUMNS if c in first.columns]
     seen: dict[str, int] = {}
     items = []
     for row in first.select(wanted).iter_rows(named=True):
@@ -104,16 +105,16 @@ def load_replay_items(params: ReplayDatasetParams) -> list[Item]:
         if n > 1:
             source_id = f"{source_id}~{n}"
         known = gsm8k.get(row["key"])
+        brought = {c: row.get(c) for c in ITEM_COLUMNS}
         if known is not None:
-            difficulty, gold = known.difficulty, known.gold
+            difficulty, brought["gold"] = known.difficulty, known.gold
         else:
             difficulty = _difficulty(row[column], path, column, source_id) if column else codes[row["domain"]]
-            gold = None if row.get("gold") is None else str(row["gold"])
         items.append(Item(
             item_id=make_item_id(f"replay:{path.name}", source_id),
             split="",
             question=row["prompt"],
-            gold=gold,
+            **brought,
             difficulty=difficulty,
             domain=row["domain"],
             source=path.name,

@@ -57,7 +57,8 @@ class LabelParams(ParamsModel):
     does not say (it wins where set): `numeric` the parsed number within `numeric_tolerance` (a gold
     that is not a number must equal the parsed answer exactly), `choice` the option letter, `math`
     equivalence by math-verify (`\\frac{1}{2}` = `0.5`, `2\\sqrt{2}` = `\\sqrt{8}`, intervals, sets; the
-    reply's last `\\boxed{}`, else the parsed answer). `auto`: `choice` for items with choices, `math`
+    reply's last `\\boxed{}`, else the parsed answer), `grid` every cell of a logic puzzle's solution grid
+    (ZebraLogic), `literal` equal Python literals (CRUXEval outputs). `auto`: `choice` for items with choices, `math`
     for a gold that is an expression but not a plain number (LaTeX, or digits, operators, brackets and
     one-letter variables), else `numeric`: numeric and multiple-choice data are labelled as before."""
     math_timeout_s: int = Field(2, ge=1)

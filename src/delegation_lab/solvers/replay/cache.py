@@ -215,6 +215,10 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     if cache_format.trust_warning and not trust_pickle:
         raise ReplayError(f"{spec}: not loaded: {cache_format.trust_warning} If you trust this file, pass --trust-pickle "
                           "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
+    unread = sorted((fields.model_fields_set if fields is not None else set()) - set(cache_format.fields))
+    if unread:
+        raise ReplayError(f"{spec}: fields.{unread[0]} (dlab import --field {unread[0]}=...) is not read by the {fmt} "
+                          f"format; it reads: {', '.join(cache_format.fields) or 'no field names'}")
     files = cache_files(spec, fmt)
     key = (*_stat_key(files, spec, fmt, fields), score_threshold)
     cached = _LOADED.get(key)

@@ -68,7 +68,8 @@ class ImportResult:
     summary: dict[str, Any]
     """What `dlab import --json` writes: the cache, and per model `n_items` (distinct questions),
     `accuracy` over them (our label where a gold is known, else the cache's), `no_answer` (replies
-    with no extractable answer; null where no reply is parsed), `no_reply`, `our_accuracy`,
+    with no extractable answer, empty ones included; null where no reply is parsed), `no_reply`,
+    `empty_reply` (replies with no text: wrong answers, counted in `accuracy`), `our_accuracy`,
     `imported_accuracy` and `agreement` of the two where both exist (null where they never do)."""
 
 
@@ -189,7 +190,7 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
               "and a 0 price needs `free: true`):", "solvers:"]
     taken: set[str] = set()
     trusted = FORMATS.get(format).trust_warning is not None
-    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and format == "long_table" else {}
+    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and cache_format.fields else {}
     mapping = f", fields: {json.dumps(chosen)}" if chosen else ""
     for model in cache.models:
         name = solver_name_for(model, taken)
@@ -215,7 +216,8 @@ def _our_line(s: dict[str, Any]) -> str:
     """A model's relabel in one line: our accuracy, unparsed replies, agreement with the cache's labels."""
     text = f"      our labeler: accuracy {s['our_accuracy']:.1%} over {s['labelled_by_us']} question(s) with a gold"
     if s["no_answer"]:
-        text += f", {s['no_answer']} repl(y/ies) with no extractable answer (wrong)"
+        empty = f", {s['empty_reply']} of them empty" if s["empty_reply"] else ""
+        text += f", {s['no_answer']} repl(y/ies) with no extractable answer{empty} (wrong)"
     a = s["agreement"]
     if a is not None:
         text += f"; agrees with the cache's labels on {a['agreement']:.1%} of {a['n']}"

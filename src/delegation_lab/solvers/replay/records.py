@@ -40,6 +40,11 @@ CACHE_COLUMNS: dict[str, pl.DataType] = {
 """The columns every reader's frame has, one row per (question, model); a reader may add more (a
 `domain`, a `score`, the source's own columns)."""
 
+ITEM_COLUMNS: dict[str, pl.DataType] = {"gold": pl.String, "choices": pl.List(pl.String), "answer_format": pl.String}
+"""What a layout may bring about its questions, for the items made of them (`data.replay`) and for
+`dlab import`'s labeler (`relabel`) alike: the gold, the options of a multiple-choice question (the
+gold is then a letter), and the matcher that grades it (`labeling.MATCHERS`; null = `label.matcher`)."""
+
 MAX_TOKENS = 100_000_000
 """Most tokens one imported answer may report (in or out): far above any model's context."""
 MAX_MODELS = 1_000
@@ -85,6 +90,9 @@ class CacheFormat:
     companions: Callable[[Path], list[Path]] | None = None
     """The other files the reader of one cache file also reads (LLMRouter's query files): the memory
     budget counts them with the cache's own."""
+    fields: tuple[str, ...] = ()
+    """The `LongTableFields` keys this layout reads (`dlab import --field`, a replay section's
+    `fields`); naming another is refused, so a mapping never goes silently unused."""
     expansion: float = 20.0
     """Peak memory of `dlab import` over the files' text size, measured (docs/scaling.md): `budget`
     refuses a cache whose estimate is over the budget. 20 covers the tables measured: a 200 MB long
