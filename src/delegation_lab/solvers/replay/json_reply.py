@@ -151,6 +151,20 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+_TEMPLATE_BLANKS = re.compile(r"_{3,}(.*?)_{3,}", re.S)
+_LATEX_CONTROLS = str.maketrans({"\f": "\\f", "\b": "\\b", "\t": "\\t", "\r": "\\r", "\n": "\\n"})
+
+
+def as_written(text: str) -> str:
+    """An answer kept as the model wrote it: a JSON escape that swallowed a LaTeX backslash (`"\\frac"`
+    decodes to a form feed and `rac`, `"\\times"` to a tab) spelled back, as a newline is (CRUXEval's
+    gold writes `\\n`, ZeroEval's crux_eval.py turns the answer's newlines into it too); the blanks of
+    the prompt's template the answer was written into (`___3___`) dropped."""
+    text = text.translate(_LATEX_CONTROLS).strip()
+    blank = _TEMPLATE_BLANKS.fullmatch(text)
+    return blank.group(1).strip() if blank and blank.group(1).strip() else text
+
+
 def json_reply_answer(reply: str | None, where: str = "reply", error: type[InputError] = InputError,
                       as_number: bool = True) -> tuple[str | None, str]:
     """(the answer, where it came from: one of `SOURCES`) of a reply asked for a JSON `answer`; a JSON
@@ -158,7 +172,7 @@ def json_reply_answer(reply: str | None, where: str = "reply", error: type[Input
     answer states (`answer_number`), else the answer's text as written."""
     if not reply:
         return None, "none"
-    final = answer_number if as_number else str
+    final = answer_number if as_number else as_written
     for text in (reply, _repair_escapes(reply)):
         for obj in _json_objects(text, where, error):
             value = _value_text(obj.get("answer"), as_number)

@@ -29,6 +29,7 @@ flagged.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ from delegation_lab.solvers.replay.records import (
 )
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_NUMBER_AND_UNIT = re.compile(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z][A-Za-z ]*\.?\s*")
+"""A MATH answer that is a number and its unit (`1152 cups of flour`): the number is the answer."""
 FIELDS = ("question", "gold", "id", "domain", "response")
 """The `fields` keys this layout reads: each names the record field that stands in for the task's own."""
 
@@ -154,7 +157,9 @@ def _answer(task: Task, reply: str, choices: list[str] | None, where: str) -> tu
             letter = parse_choice(reply, min(len(choices), 5))
             return (letter, "stated_choice") if letter else (None, "none")
         return choice_letter(text, choices) or text, source  # a text naming no choice: kept, graded wrong
-    return json_reply_answer(reply, where, ReplayError, as_number=task.answer_format is None)
+    answer, source = json_reply_answer(reply, where, ReplayError, as_number=task.answer_format is None)
+    unit = _NUMBER_AND_UNIT.fullmatch(answer or "") if task.answer_format == "math" else None
+    return (unit.group(1) if unit else answer), source
 
 
 def _field(record: dict[str, Any], key: str, default: str, named: dict[str, str | None], task_name: str,
