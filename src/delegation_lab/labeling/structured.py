@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from typing import Any
 
 from delegation_lab.labeling.matchers import MatchSettings, MatchStats, ToMatch
@@ -52,7 +53,9 @@ def _literal(text: str) -> tuple[bool, Any]:
     if len(text) > MAX_LITERAL_CHARS:
         return False, None
     try:
-        return True, ast.literal_eval(text.strip())
+        with warnings.catch_warnings():  # `8.5abc` warns "invalid decimal literal" before it fails
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return True, ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
 

@@ -85,6 +85,8 @@ def _value_text(value: Any, as_number: bool = True) -> str | None:
     if isinstance(value, (int, float)):
         return str(value)
     text = value if isinstance(value, str) else json.dumps(value)
+    if not as_number:  # before the strip: a swallowed `\\f` is a form feed, which strip would drop
+        text = text.translate(_LATEX_CONTROLS)
     return None if text.strip() in PLACEHOLDERS else text.strip()
 
 
