@@ -184,7 +184,7 @@ def markdown_table(table: pl.DataFrame) -> str:
 
 def kinds(disagreements: pl.DataFrame) -> str:
     """The kinds of disagreement, most common first, with who is right on them."""
-    counts = disagreements.group_by("why", "ours_correct").len().sort("len", descending=True)
+    counts = disagreements.group_by("why", "ours_correct").len().sort(["len", "why"], descending=[True, False])
     return "\n".join(f"- {n} {w} ({'right to us' if right else 'right to them'})" for w, right, n in counts.iter_rows())
 
 
@@ -198,7 +198,8 @@ def main(argv: list[str]) -> None:
           f"{d.height} items disagree, {int(d['ours_correct'].sum())} right to us only:\n{kinds(d)}")
     for model in result.table.filter(pl.col("difference").abs() > 0.5)["model"]:
         d = result.disagreements.filter(pl.col("model") == model)
-        reasons = ", ".join(f"{n} {w}" for w, n in d.group_by("why").len().sort("len", descending=True).iter_rows())
+        reasons = ", ".join(f"{n} {w}" for w, n in
+                            d.group_by("why").len().sort(["len", "why"], descending=[True, False]).iter_rows())
         print(f"\n## {model}: {d.height} items disagree ({int(d['ours_correct'].sum())} right to us only): {reasons}")
         for r in d.head(4).iter_rows(named=True):
             print(f"- {r['id']} gold {r['gold']}: ours {r['ours']!r} ({'right' if r['ours_correct'] else 'wrong'}), "
