@@ -7,6 +7,7 @@ import polars as pl
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.frontier.build import BASELINES, frontier_with_outcomes
+from delegation_lab.frontier.estimates import estimated_reasoning
 from delegation_lab.frontier.plot import plot_frontier
 from delegation_lab.frontier.served import ServedPoints, served_points
 from delegation_lab.pipeline.layout import Layout
@@ -52,7 +53,7 @@ def frontier(ctx: StageContext) -> None:
     table, metrics, baselines = frontier_with_outcomes(
         labeled, summaries, params, ctx.params.data.dataset, verifier=verifier, outcomes=outcomes,
         intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split),
-        served=served)
+        served=served, estimated=estimated_reasoning(ctx.layout, sorted(every_split["solver"].unique().to_list())))
     write_parquet_atomic(table, ctx.layout.frontier)
     write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),

@@ -8,9 +8,12 @@ import polars as pl
 
 from delegation_lab.data.items import items_from_frame
 from delegation_lab.errors import InputError
-from delegation_lab.labeling.labels import build_labels, replay_accuracy
+from delegation_lab.labeling.accuracy import count_accuracy
+from delegation_lab.labeling.labels import build_labels, graded_answers, replay_accuracy
 from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.cache import AnswerCache, current_answers
+from delegation_lab.solvers.params import SolverParams
+from delegation_lab.solvers.replay.backend import missing_answers_advice
 from delegation_lab.pipeline.stage import StageContext, run_stage
 from delegation_lab.pipeline.tables import read_items, read_table, write_json_atomic, write_parquet_atomic
 
@@ -38,17 +41,15 @@ def label(ctx: StageContext) -> None:
     labels, agreement, judge_run = build_labels(answers, items_df, by_id, ctx.params.label, judge_cache, ctx.progress)
     write_parquet_atomic(labels, layout.labels)
 
-    joined = labels.join(answers, on=["solver", "item_id", "request_hash"]).join(
-        items_df.select("item_id", "split"), on="item_id"
-    )
+    joined = graded_answers(labels, answers, items_df)
     solve_metrics = {}
     for name in ctx.params.solvers:
         rows = joined.filter(pl.col("solver") == name)
         run_file = layout.solve_run(name)
         run_stats = json.loads(run_file.read_text()) if run_file.exists() else {}
         solve_metrics[name] = {
-            "accuracy": round(float(rows["correct"].mean()), 6),
-            **{f"accuracy_{s}": round(float(g["correct"].mean()), 6)
+            "accuracy": round(count_accuracy(rows, "answer_text").accuracy, 6),
+            **{f"accuracy_{s}": round(count_accuracy(g, "answer_text").accuracy, 6)
                for (s,), g in rows.group_by("split") if g.height},
             "n_items": rows.height,
             "cost_usd": round(float(rows["cost_usd"].sum()), 6),
@@ -79,11 +80,19 @@ def label(ctx: StageContext) -> None:
     for name, m in solve_metrics.items():
         print(f"label: {name}: accuracy {m['accuracy']:.3f} on {m['n_items']} items, ${m['cost_usd']:.4f}")
         if m["errors"]:
-            print(f"label: warning: {m['errors']} answers of {name} are backend errors and count as wrong; "
-                  f"rerun `python stages/solve.py --solver {name} --retry-errors` (replayed caches: use data.dataset replay)")
+            print(f"label: warning: {error_advice(name, ctx.params.solvers[name], joined)}")
     a = agreement["all"]
     if a["n"]:
         print(f"label: judge agreement {a['agreement']:.3f} on {a['n']} answers (FP {a['judge_false_positives']}, FN {a['judge_false_negatives']})")
+
+
+def error_advice(name: str, params: SolverParams, joined: pl.DataFrame) -> str:
+    """What to do about a solver's error rows: ask the backend again, or (a replayed cache) nothing can."""
+    errors = joined.filter((pl.col("solver") == name) & pl.col("error").is_not_null())
+    if params.backend == "replay":
+        return f"{name}: " + missing_answers_advice(name, params.replay, errors.height, errors["item_id"].head(3).to_list())
+    return (f"{errors.height} answers of {name} are backend errors and count as wrong; "
+            f"rerun `python stages/solve.py --solver {name} --retry-errors`")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from delegation_lab.solvers import build_solver
 from delegation_lab.solvers.base import configured_secrets, mask_secrets
 from delegation_lab.solvers.cache import AnswerCache
 from delegation_lab.solvers.executor import build_executor
+from delegation_lab.solvers.replay.backend import missing_answers_advice
 from delegation_lab.pipeline.stage import StageContext, run_stage
 from delegation_lab.pipeline.tables import read_items, write_json_atomic
 
@@ -81,14 +82,17 @@ def solve(ctx: StageContext) -> None:
                f"{stats['answers_per_s']} answers/s" if run.executor != "local" else "")
         )
         if run.errors and not failed:
-            print(f"solve@{name}: {run.errors} error rows kept; rerun with --retry-errors. e.g. {examples}")
+            print(f"solve@{name}: {run.errors} error rows kept; " + (
+                missing_answers_advice(name, params.replay, run.errors) if params.backend == "replay"
+                else f"rerun with --retry-errors. e.g. {examples}"))
         if failed:  # inside the run, so MLflow marks it FAILED
             why = ("no item was answered" if run.answered == 0 else
                    f"below solvers.{name}.min_success_share={params.min_success_share:g}")
+            fix = (missing_answers_advice(name, params.replay, run.error_rows) if params.backend == "replay"
+                   else f"Every row stays cached; fix the endpoint and rerun with --retry-errors. e.g. {examples}")
             raise InputError(
                 f"solver {name}: {run.answered} of {run.requested} items answered, {run.error_rows} error rows "
-                f"({run.errors} errors in this run): {why}. Every row stays cached; fix the endpoint and rerun "
-                f"with --retry-errors. e.g. {examples}"
+                f"({run.errors} errors in this run): {why}. {fix}"
             )
 
 

@@ -43,9 +43,21 @@ def emit(text: str, out: Path | None) -> None:
 
 @params_app.command("check")
 def params_check(path: Path = Path("params.yaml")) -> None:
-    """Validate a params file; exit 2 naming every bad key."""
+    """Validate a params file; exit 2 naming every bad key, every key a stage of the dvc.yaml beside it
+    names and the file lacks, and every replayed answer the label stage could not label."""
+    import contextlib
+
+    from delegation_lab.labeling.preflight import unlabelled_problems
+    from delegation_lab.params.dag_keys import missing_key_problems
+
     try:
-        load_params(path)
+        params = load_params(path)
+        problems = missing_key_problems(path)
+        if not problems:
+            with contextlib.chdir(path.parent):  # the stages run there: the caches' paths are relative to it
+                problems = unlabelled_problems(params)
+        if problems:
+            raise ConfigError(str(path), problems)
     except ConfigError as e:
         fail(str(e), 2)
     typer.echo(f"{path}: ok")
@@ -198,20 +210,28 @@ def query(
     memory_limit: Annotated[str | None, typer.Option(
         help="DuckDB's memory for the query (e.g. 512MiB, 2GB); past it, it spills to a private temporary folder. "
              "Default: the smaller of 1 GiB and a quarter of the machine's memory")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="csv / json: write the rows to this file, replaced only when the query succeeds")] = None,
 ) -> None:
     """Query items, answers, labels, ability_map, trajectories, summaries, frontier and credit with
     DuckDB. Read-only: one SELECT (or EXPLAIN [ANALYZE] of one) is run, anything else is refused,
     and the connection cannot open any file; lists and structs print as JSON in csv. csv and json
     rows are written as they arrive (memory stays bounded whatever the result's size); a query
-    stopped part-way (timeout, memory) exits 2 after the rows already written."""
+    stopped part-way (timeout, memory) exits 2 after the rows already written to stdout, while
+    --out FILE is left as it was. The statement runs in a child process whose memory is capped at
+    --memory-limit plus headroom."""
     import os
+    from contextlib import nullcontext
 
     from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.tables import replaced_on_success
     from delegation_lab.query.output import write_rows
     from delegation_lab.query.sealed import query_rows, stream_query
 
     if format not in ("table", "csv", "json"):
         fail(f"--format must be table, csv or json (got {format[:40]!r})", 2)
+    if out is not None and format == "table":
+        fail("error: --out writes csv or json: add --format csv or --format json", 2)
     if format == "table" and limit > TABLE_MAX_ROWS:  # the table is built in memory: bounded like a screen
         fail(f"error: --limit {limit}: the table format shows at most {TABLE_MAX_ROWS} rows; use --format csv or json "
              "(written as the rows arrive) for more", 2)
@@ -220,15 +240,22 @@ def query(
             result = query_rows(Layout(root), sql, timeout_s=timeout, max_rows=limit, memory_limit=memory_limit)
             _print_table(result.frame, limit, result.truncated)
             return
-        with stream_query(Layout(root), sql, timeout_s=timeout, memory_limit=memory_limit) as stream:
-            written = write_rows(format, stream.schema, stream, sys.stdout, max_rows or None)
-            sys.stdout.flush()
+        with (stream_query(Layout(root), sql, timeout_s=timeout, memory_limit=memory_limit) as stream,
+              replaced_on_success(out) if out else nullcontext(sys.stdout) as sink):
+            written = write_rows(format, stream.schema, stream, sink, max_rows or None)
+            sink.flush()
     except InputError as e:
         sys.stdout.flush()
         fail(f"error: {e}", 2)
     except BrokenPipeError:  # `dlab query ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit's flush
         raise typer.Exit(0) from None
+    except OSError as e:
+        if out is None:
+            raise
+        fail(f"error: --out {out}: {e.strerror or e}", 2)  # a folder that is missing or not writable
+    if out:
+        typer.echo(f"wrote {written.rows} rows to {out}")
     if written.truncated:
         typer.echo(f"note: output stopped at --max-rows {max_rows} rows; the query has more (add a LIMIT or raise --max-rows)", err=True)
 
@@ -379,7 +406,7 @@ def route(
     try:
         typer.echo(route_questions(models / Layout().router(router).name, op, questions), nl=False)
     except InputError as e:
-        fail(f"route: {e}")
+        fail(f"route: {e}", e.exit_code)
 
 
 @app.command("serve")
@@ -454,8 +481,9 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
         if m["kind"] not in wanted:
             continue
         test = m.get("vs_best_single") or {}
+        estimated = m.get("cost_rests_on_estimated_tokens")
         rows.append({
-            "method": name, "kind": m["kind"], "accuracy": f"{m['best_accuracy']:.3f} {interval(m.get('accuracy_ci'), '.3f')}",
+            "method": f"{name} †" if estimated else name, "kind": m["kind"], "accuracy": f"{m['best_accuracy']:.3f} {interval(m.get('accuracy_ci'), '.3f')}",
             "cost / item (US$)": f"{m['best_accuracy_cost_per_item_usd']:.3g} {interval(m.get('cost_ci'), '.3g')}",
             "AIQ": f"{m['aiq']:.3f}", "dominated by": m.get("dominated_by") or "—",
             "vs best single (Δ acc, p)": f"{test['against']}: {test['difference']:+.3f}, p={test['p_value']:.2g}" if "p_value" in test else "—",
@@ -463,8 +491,13 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
     header = (f"{summary['dataset']}, {summary['split']} split ({summary['n_items']} items), verifier "
               f"{summary.get('verifier', {}).get('name', '?')}; accuracy and cost at each method's most accurate point, "
               f"95 % item-level bootstrap intervals.\n\n")
+    footer = ""
+    if summary.get("estimated_reasoning_tokens"):
+        footer = "\n† cost rests on estimated hidden reasoning tokens: " + "; ".join(
+            f"{solver} {e['reasoning_tokens_per_item']} per answer ({e['source']})"
+            for solver, e in summary["estimated_reasoning_tokens"].items()) + "\n"
     return header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
-                                          "vs best single (Δ acc, p)"]) + "\n"
+                                          "vs best single (Δ acc, p)"]) + "\n" + footer
 
 
 @app.command("portfolio")

@@ -1,4 +1,9 @@
-"""Answer parsing: GSM8K gold (`#### N`), free-form final numbers, and choice letters."""
+"""Answer parsing: GSM8K gold (`#### N`), free-form final numbers, and choice letters.
+
+A comma is a thousands separator only between groups of three digits (`1,234,567`); anywhere else it
+separates the items of a list (`2, 5`, `(2, -1)`), and a list is never read as a number: it stays a
+list (`2, 5`) for the `math` matcher, which compares lists, tuples, sets and intervals as such.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,30 @@ import math
 import re
 from fractions import Fraction
 
-_NUMBER = r"-?\$?\s?\d[\d,]*(?:\.\d+)?(?:/\d+)?"
+# One number: thousands commas only in groups of three (`1,234`), never across list items (`2, 5`).
+_NUMBER = r"-?\$?\s?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d|,\d)|\d+)(?:\.\d+)?(?:/\d+)?"
+# Two or more numbers separated by commas: a list answer, kept whole (a `;` separates steps: `= 50; 50 - 5 = 45`).
+_LIST = _NUMBER + r"(?:\s*,\s*" + _NUMBER + r")+"
 NUMBER = re.compile(_NUMBER)
-HASHES = re.compile(r"####\s*(" + _NUMBER + ")")
-FINAL_PHRASES = re.compile(
-    r"(?:final answer|the answer|answer)\s*(?:is|=|:)?\s*[:\s]*\**\s*(" + _NUMBER + ")", re.I
-)
-BOXED = re.compile(r"\\boxed\{\s*(" + _NUMBER + r")\s*\}")
+NUMBER_LIST = re.compile(_LIST)
+_ANSWER = "(" + _LIST + "|" + _NUMBER + ")"
+HASHES = re.compile(r"####\s*" + _ANSWER)
+FINAL_PHRASES = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|=|:)?\s*[:\s]*\**\s*" + _ANSWER, re.I)
+BOXED = re.compile(r"\\boxed\{\s*" + _ANSWER + r"\s*\}")
 CALC_ANNOTATION = re.compile(r"<<[^<>]*>>")
+_THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
+_THOUSANDS_IN_TEXT = re.compile(r"(?<![\d,])[1-9]\d{0,2}(?:,\d{3})+(?!\d|,\d)")
+_LIST_SEPARATOR = re.compile(r"\d\s*,\s*-?\$?\d")
 
 
 def normalise_number(text: str) -> str | None:
-    """'1,234.50' -> '1234.5', '$18' -> '18', '3/4' -> '0.75'; None if not a number."""
-    s = text.strip().replace("$", "").replace(",", "").replace(" ", "").rstrip(".")
+    """'1,234.50' -> '1234.5', '$18' -> '18', '3/4' -> '0.75'; None if not one number ('2, 5' is a list)."""
+    s = text.strip().replace("$", "").rstrip(".,")
+    if "," in s:  # thousands separators only between groups of three digits, never before a space
+        if re.search(r",\s", s) or not _THOUSANDS.fullmatch(s.replace(" ", "")):
+            return None  # a list (`2, 5`, `0,100`), not a number with thousands separators
+        s = s.replace(",", "")
+    s = s.replace(" ", "")
     if not s:
         return None
     try:
@@ -30,16 +46,32 @@ def normalise_number(text: str) -> str | None:
     return repr(float(value)).rstrip("0").rstrip(".")
 
 
+def is_number_list(text: str) -> bool:
+    """Two or more numbers separated by a comma (`2, -1`, `(1, 2)`, `[0,1)`) outside a
+    thousands group: an answer to compare as a list, never as one of its numbers."""
+    return _LIST_SEPARATOR.search(_THOUSANDS_IN_TEXT.sub("0", text)) is not None
+
+
+
+def normalise_answer(text: str) -> str | None:
+    """A captured answer: one number normalised, or a list with each item normalised (`2,5` -> `2, 5`)."""
+    if NUMBER_LIST.fullmatch(text.strip()):
+        items = [normalise_number(m) for m in NUMBER.findall(text)]
+        return ", ".join(i for i in items if i is not None) or None
+    return normalise_number(text)
+
+
 def parse_gsm8k_gold(solution: str) -> str | None:
     m = HASHES.search(solution)
-    return normalise_number(m.group(1)) if m else None
+    return normalise_answer(m.group(1)) if m else None
 
 
 def parse_number_answer(text: str) -> str | None:
     """The answer a free-form solution commits to.
 
-    Order: `#### N`, `\\boxed{N}`, the last "answer is N", else the last number in the text.
-    Calculator annotations `<<a*b=c>>` are dropped first so their operands never count.
+    Order: `#### N`, `\\boxed{N}`, the last "answer is N", else the last number in the text; a list
+    there (`#### 2, 5`) is kept as a list. Calculator annotations `<<a*b=c>>` are dropped first so
+    their operands never count.
     """
     if not text:
         return None
@@ -47,12 +79,12 @@ def parse_number_answer(text: str) -> str | None:
     for pattern in (HASHES, BOXED):
         found = pattern.findall(clean)
         if found:
-            return normalise_number(found[-1])
+            return normalise_answer(found[-1])
     found = FINAL_PHRASES.findall(clean)
     if found:
-        return normalise_number(found[-1])
-    numbers = NUMBER.findall(clean)
-    return normalise_number(numbers[-1]) if numbers else None
+        return normalise_answer(found[-1])
+    numbers = re.findall(_ANSWER, clean)  # a trailing list stays a list
+    return normalise_answer(numbers[-1]) if numbers else None
 
 
 LETTER_PATTERNS = (

@@ -166,3 +166,24 @@ def test_a_duplicate_key_in_a_game_spec_names_the_key_and_both_lines(tmp_path):
     spec.write_text("name: g\nname: h\n")
     with pytest.raises(GameSpecError, match="key 'name' appears twice in one mapping: line 1 and line 2"):
         load_game_spec(str(spec))
+
+
+def test_a_spec_that_is_not_utf8_is_one_line_naming_the_file(tmp_path: Path):
+    """It was a UnicodeDecodeError traceback out of `dlab game solve` (issue 42); read now as params
+    files are (`params_model.read_config_text`)."""
+    import subprocess
+
+    from delegation_lab.errors import InputError
+
+    from tests.conftest import BIN, env_with_venv
+
+    spec = tmp_path / "latin1.yaml"
+    spec.write_bytes(b"name: caf\xe9\nplayers: [A]\n")
+    with pytest.raises(InputError) as err:
+        load_game_spec(spec)
+    assert str(err.value) == f"{spec}: not UTF-8 text (byte 10 cannot be read); save it as UTF-8"
+    assert err.value.exit_code == 2
+    done = subprocess.run([str(BIN / "dlab"), "game", "solve", str(spec)], capture_output=True, text=True,
+                          env=env_with_venv(), timeout=120)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.strip().splitlines() == [f"error: {spec}: not UTF-8 text (byte 10 cannot be read); save it as UTF-8"]

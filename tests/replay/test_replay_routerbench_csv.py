@@ -96,7 +96,8 @@ def test_dlab_import_json_on_routerbench_csv(tmp_path):
     report = json.loads(out.read_text())
     assert report["score_threshold"] == 0.65 and report["domains"] == {"gsm8k": 2, "mmlu": 1}
     b = report["models"]["b"]
-    assert (b["n_items"], b["accuracy"], b["no_reply"], b["no_answer"]) == (3, 0.5, 1, None)  # no gold: nothing parsed
+    # no gold: nothing parsed; mmlu's row has neither a reply nor a score: unlabelled, outside the accuracy
+    assert (b["n_items"], b["accuracy"], b["unlabelled"], b["no_reply"], b["no_answer"]) == (3, 0.5, 1, 0, None)
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -134,5 +135,8 @@ def test_dlab_import_relabels_against_matching_items_and_reports_agreement(tmp_p
     # b: "four" and "9.50" are wrong to our labeler, right to RouterBench's scores (1.0, 0.6)
     assert b["agreement"] == {"n": 2, "agreement": 0.0, "imported_true_programmatic_false": 2,
                               "imported_false_programmatic_true": 0}
-    assert b["accuracy"] == 0.0 and b["imported_accuracy"] == 1.0  # mmlu: no gold, no label (b's score is empty)
+    # the accuracy is the label stage's under label.use_imported (the default): RouterBench's scores win
+    assert (b["accuracy"], b["our_accuracy"], b["imported_accuracy"]) == (1.0, 0.0, 1.0)
+    assert b["unlabelled"] == 1  # mmlu: no gold, no label (b's score is empty)
+    assert "1 question(s) with no label (no gold, no correctness or score)" in result.output
     assert "agrees with the cache's labels on 0.0% of 2" in result.output

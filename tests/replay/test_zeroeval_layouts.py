@@ -67,7 +67,7 @@ def test_math_l5_gold_kept_as_written_and_graded_by_math_verify(tmp_path):
     empty = rows["o1-mini-2024-09-12#50"]
     assert (empty["response"], empty["parsed_answer"], empty["programmatic"]) == ("", None, False)
     o1 = import_json(tmp_path, FIXTURES / "math-l5")["models"]["o1-mini-2024-09-12"]
-    assert (o1["n_items"], o1["accuracy"], o1["no_answer"], o1["empty_reply"]) == (2, 0.5, 1, 1)  # counted wrong
+    assert (o1["n_items"], o1["accuracy"], o1["no_answer"], o1["no_reply"]) == (2, 0.5, 1, 1)  # counted wrong
 
 
 def test_mmlu_redux_gold_is_the_letter_of_the_right_choice():

@@ -3,7 +3,8 @@ this folder: `python solvers_block.py > /tmp/solvers.yaml`, then paste it).
 
 The solver name is the result file's stem made a short DVC stage key (solver_name); the price
 is the model's entry in ../../../docs/prices/price_map_zeroeval.yaml. A model no table prices takes
-a declared stand-in (`price.stand_in`, STAND_INS below), and its price's source says so.
+a declared stand-in (`price.stand_in`, STAND_INS below), and its price's source says so. A reasoning
+model's hidden tokens are billed from a declared estimate (HIDDEN_REASONING below).
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ STAND_INS = {  # model -> (the priced entry used instead, why): the README lists
     "yi-large-preview": ({"table": "provider", "model": "yi-large"}, "the preview of yi-large: yi-large"),
 }
 
+OPENAI_REASONING_GUIDE = ("OpenAI's reasoning guide (platform.openai.com/docs/guides/reasoning, Sept. 2024): o1 models "
+                          "'may generate anywhere from a few hundred to tens of thousands of reasoning tokens'")
+HIDDEN_REASONING = {  # reasoning models: hidden tokens per answer, which ZeroEval's files omit (solvers/reasoning.py)
+    stem: {"tokens_per_item": 500, "source": f"ESTIMATE: the low end of {OPENAI_REASONING_GUIDE}; a GSM8K "
+                                             "question is short, so 500 per answer, not measured"}
+    for stem in ("o1-mini-2024-09-12", "o1-preview-2024-09-12")
+}
+
 
 def solver_name(stem: str) -> str:
     """A DVC stage key of at most 32 characters (params check's limit): `Meta-Llama-3.1-8B-Instruct` -> `llama-3-1-8b-inst`."""
@@ -57,7 +66,8 @@ def main() -> None:
             "backend": "replay",
             "model": stem,
             "price": price,
-            "replay": {"path": f"data_src/zeroeval_gsm/{stem}.json.gz", "format": "zeroeval", "source_model": stem},
+            "replay": {"path": f"data_src/zeroeval_gsm/{stem}.json.gz", "format": "zeroeval", "source_model": stem,
+                       **({"hidden_reasoning": HIDDEN_REASONING[stem]} if stem in HIDDEN_REASONING else {})},
         }
     print(yaml.safe_dump({"solvers": block}, sort_keys=False, width=200))
 

@@ -73,6 +73,7 @@ from delegation_lab.params.root import FrontierParams
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from delegation_lab.evaluation.verifier import Verifier
+from delegation_lab.frontier.estimates import resting_on_estimates, verifier_models
 from delegation_lab.frontier.baselines import (  # noqa: F401 - re-exported: the frontier's public names
     BASELINES,
     DEFAULT_VERIFIER,
@@ -197,9 +198,12 @@ def dominating_baseline(best: dict, contenders: pl.DataFrame) -> dict | None:
     return dom.row(0, named=True) if dom.height else None
 
 
-def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], values: ItemValues, main_verifier: str) -> dict:
+def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], values: ItemValues, main_verifier: str,
+              estimated: dict[str, dict] | None = None, check_models: list[str] | None = None) -> dict:
     """Per method: best accuracy and its cost with intervals, its verifier, AIQ, APGR, CPT(levels),
-    and for learned methods `dominated_by` and a paired test against the best single solver."""
+    and for learned methods `dominated_by` and a paired test against the best single solver. Where the
+    best point's cost rests on estimated reasoning tokens (`estimated`: frontier/estimates.py) of one of
+    its solvers or of the verifier's `check_models`, `cost_rests_on_estimated_tokens` names them."""
     acc, cost = m.accuracy(), m.mean_cost()
     weak = int(np.argmin(cost))
     strong = int(np.argmax(acc))
@@ -226,6 +230,9 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
             **{f"cpt{round(level * 100)}": cpt(pts, anchors, level) for level in levels},
             "operating_points": g.height,
         }
+        resting = resting_on_estimates(best["solver_set"], estimated or {}, check_models or [])
+        if resting and best["kind"] != "oracle":
+            entry["cost_rests_on_estimated_tokens"] = resting
         if best["kind"] in ("study", SERVED_KIND):
             same = frontier.filter((pl.col("verifier") == verifier) & (pl.col("study") == "baselines"))
             dom = dominating_baseline(best, same)
@@ -299,14 +306,17 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
                            verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
                            intervals: IntervalParams | None = None,
                            search_labeled: pl.DataFrame | None = None,
-                           served: ServedPoints | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
+                           served: ServedPoints | None = None,
+                           estimated: dict[str, dict] | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
     """(frontier, metrics, the baselines' item-level outcomes). The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
     Baselines are computed under `verifier` (and under `gold` too when a study ran with it); above
     `params.exhaustive_limit` their cascades are searched on `search_labeled` (the labeled answers of
     `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen. `served`:
-    the deployed policies' own rows and item-level outcomes (`frontier_served`, the `served` dataset only)."""
+    the deployed policies' own rows and item-level outcomes (`frontier_served`, the `served` dataset only).
+    `estimated`: the solvers whose costs rest on estimated reasoning tokens (frontier/estimates.py): the
+    metrics list them and flag each method whose best point uses one."""
     m = SolverMatrix.from_labeled(labeled_split)
     search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
@@ -362,7 +372,10 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     )
     order = [c for c in frontier.columns if c not in ("on_pareto", "dataset", "verifier")] + ["on_pareto", "dataset", "verifier"]
     frontier = frontier.select(order)
-    summary = summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name)
+    summary = summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name,
+                        estimated, verifier_models(verifier.describe()))
+    if estimated:
+        summary["estimated_reasoning_tokens"] = estimated
     search_report = dict(searches[0])
     for v, extra in zip(verifiers[1:], searches[1:], strict=True):
         search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}

@@ -38,8 +38,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from delegation_lab.errors import InputError, short_repr
-from delegation_lab.params.model import YAMLRefused, load_yaml
+from delegation_lab.errors import ConfigError, InputError, short_repr
+from delegation_lab.json_input import refused
+from delegation_lab.params.model import YAMLRefused, load_yaml, read_config_text
 
 Value = tuple[Fraction, ...]
 """One exact number per player."""
@@ -320,7 +321,10 @@ def load_game_spec(ref: str | Path) -> GameSpec:
     """A spec file path, or the name of a builtin game (e.g. `motivating_example`)."""
     path = Path(ref)
     if path.is_file():
-        text, source = path.read_text(), str(path)
+        try:
+            text, source = read_config_text(path), str(path)
+        except ConfigError as e:  # not UTF-8, unreadable: one line naming the file, exit 2
+            raise refused(InputError, f"{e.source}: {'; '.join(e.problems)}") from None
     elif str(ref) in builtin_names():
         text, source = builtin_text(str(ref)), f"builtin:{ref}"
     else:

@@ -8,9 +8,10 @@ import polars as pl
 
 from delegation_lab.params.root import LabelParams
 from delegation_lab.data.items import Item
+from delegation_lab.labeling.accuracy import count_accuracy, takes_imported
 from delegation_lab.labeling.agreement import agreement_report, imported_agreement
 from delegation_lab.labeling.judge import run_judge, sample_for_judge
-from delegation_lab.labeling.matchers import MatchStats, match_frame
+from delegation_lab.labeling.matchers import MatchStats, imported_correct, match_frame
 from delegation_lab.pipeline.schemas import LABELS_SCHEMA
 from delegation_lab.solvers.cache import AnswerCache, CacheRun
 from delegation_lab.pipeline.tables import conform
@@ -27,7 +28,7 @@ def build_labels(
     verdicts, run = run_judge(to_judge, items, params.judge, judge_cache, progress)
     labels = matched.join(verdicts, on=["solver", "item_id"], how="left")
     chosen = "judge_verdict" if params.method == "judge" else "programmatic"
-    take_imported = pl.col("imported").is_not_null() & (pl.lit(params.use_imported) | pl.col("gold").is_null())
+    take_imported = takes_imported(params.use_imported)
     labels = labels.with_columns(
         pl.when(take_imported).then(pl.col("imported")).otherwise(pl.col(chosen)).alias("correct"),
         pl.when(take_imported).then(pl.lit("imported")).otherwise(pl.lit(params.method)).alias("method"),
@@ -48,11 +49,28 @@ def build_labels(
     return labels, report, run
 
 
+def graded_answers(labels: pl.DataFrame, answers: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
+    """The labels joined to the answers they grade and the items' splits, with `imported` (the label the
+    cache brought, `matchers.imported_correct`) for `labeling.accuracy`."""
+    joined = labels.join(answers, on=["solver", "item_id", "request_hash"]).join(
+        items.select("item_id", "split"), on="item_id")
+    return joined.with_columns(pl.Series("imported", [imported_correct(e) for e in joined["extra"].to_list()],
+                                         dtype=pl.Boolean))
+
+
+def in_replay_cache() -> pl.Expr:
+    """An answer row the replay cache holds (its provenance is recorded, `replay_source_index`), reply or
+    not; a question the cache lacks has none."""
+    return pl.col("extra").str.json_path_match("$.replay_source_index").is_not_null()
+
+
 def replay_accuracy(joined: pl.DataFrame, backends: dict[str, str], confidence: float = 0.95) -> dict[str, Any]:
     """The stage's metrics/replay_accuracy.json: each replayed solver's accuracy as our labels score it over the
-    items its cache answers (every split; `no_answer_in_cache` items are left out, where the frontier
-    counts them wrong), with a Wilson interval, beside its accuracy over every item. `joined` is the
-    labels joined to the answers they grade; `backends` maps solver -> backend name."""
+    items its cache holds (every split; a reply that is missing or empty is wrong and counted in
+    `no_reply`, as `dlab import --json` counts it: `labeling.accuracy`), with a Wilson interval; items
+    the cache lacks (`no_answer_in_cache`) are left out, where `accuracy_every_item` and the frontier
+    count them wrong. `joined` is the labels joined to the answers they grade, with the cache's own label
+    (`graded_answers`); `backends` maps solver -> backend name."""
     from delegation_lab.evaluation.statistics import wilson_interval
 
     out = {}
@@ -60,17 +78,19 @@ def replay_accuracy(joined: pl.DataFrame, backends: dict[str, str], confidence: 
         if backend != "replay":
             continue
         rows = joined.filter(pl.col("solver") == name)
-        answered = rows.filter(pl.col("error").is_null())
-        right = int(answered["correct"].sum())
-        low, high = wilson_interval(right, answered.height, confidence)
+        held = count_accuracy(rows.filter(in_replay_cache()), "answer_text")
+        low, high = wilson_interval(held.right, held.n_items, confidence)
+        every = count_accuracy(rows, "answer_text").accuracy
         out[name] = {
             "model": rows["model"][0] if rows.height else None,
-            "n_items": answered.height,
-            "accuracy": round(right / answered.height, 6) if answered.height else None,
+            "n_items": held.n_items,
+            "accuracy": None if held.accuracy is None else round(held.accuracy, 6),
             "accuracy_ci": [round(low, 6), round(high, 6)],
-            "no_answer_in_cache": rows.height - answered.height,
-            "accuracy_every_item": round(float(rows["correct"].mean()), 6) if rows.height else None,
+            "no_reply": held.no_reply,
+            "no_answer_in_cache": rows.height - held.n_items,
+            "accuracy_every_item": None if every is None else round(every, 6),
         }
-    note = ("accuracy over the items each replayed cache answers (our labels, every split), Wilson "
-            f"{confidence:.0%} interval; accuracy_every_item counts an item the cache lacks as wrong (as the frontier does)")
+    note = ("accuracy over the items each replayed cache holds (our labels, every split; a missing or empty reply "
+            f"is wrong and counted in no_reply), Wilson {confidence:.0%} interval; accuracy_every_item counts an "
+            "item the cache lacks as wrong (as the frontier does)")
     return {"confidence": confidence, "note": note if out else "no replayed solvers", "solvers": out}

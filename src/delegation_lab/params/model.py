@@ -12,6 +12,7 @@ aliases expanded, before anything is built, and refuses more than `MAX_ALIAS_VAL
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -128,6 +129,21 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 continue
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+def read_config_text(path: Path) -> str:
+    """The UTF-8 text of a params file, profile or game spec; ConfigError naming the file when it is
+    missing, a folder, unreadable or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), ["file not found"]) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(path), [f"not UTF-8 text (byte {e.start + 1} cannot be read); save it as UTF-8"]) from None
+    except IsADirectoryError:
+        raise ConfigError(str(path), ["is a folder, not a YAML file"]) from None
+    except OSError as e:
+        raise ConfigError(str(path), [f"cannot be read ({e.strerror or type(e).__name__})"]) from None
 
 
 def load_yaml(text: str) -> Any:

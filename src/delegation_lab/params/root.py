@@ -24,7 +24,7 @@ from delegation_lab.market.params import MarketParams
 from delegation_lab.params import work_size
 from delegation_lab.errors import short_repr
 from delegation_lab.games.limits import parse_size
-from delegation_lab.params.model import ConfigError, ParamsModel, YAMLRefused, dotted, load_yaml
+from delegation_lab.params.model import ConfigError, ParamsModel, YAMLRefused, dotted, load_yaml, read_config_text
 from delegation_lab.redref.params import RedrefParams
 from delegation_lab.routers.params import RoutersParams
 from delegation_lab.solvers.params import SolverParams
@@ -56,11 +56,13 @@ class LabelParams(ParamsModel):
     """How the programmatic label compares an answer with gold, for items whose `answer_format` column
     does not say (it wins where set): `numeric` the parsed number within `numeric_tolerance` (a gold
     that is not a number must equal the parsed answer exactly), `choice` the option letter, `math`
-    equivalence by math-verify (`\\frac{1}{2}` = `0.5`, `2\\sqrt{2}` = `\\sqrt{8}`, intervals, sets; the
-    reply's last `\\boxed{}`, else the parsed answer), `grid` every cell of a logic puzzle's solution grid
-    (ZebraLogic), `literal` equal Python literals (CRUXEval outputs). `auto`: `choice` for items with choices, `math`
-    for a gold that is an expression but not a plain number (LaTeX, or digits, operators, brackets and
-    one-letter variables), else `numeric`: numeric and multiple-choice data are labelled as before."""
+    equivalence by math-verify (`\\frac{1}{2}` = `0.5`, `2\\sqrt{2}` = `\\sqrt{8}`, intervals, sets, lists:
+    `2, -1` = `-1, 2`; the reply's last `\\boxed{}`, else the parsed answer), `grid` every cell of a logic
+    puzzle's solution grid (ZebraLogic), `literal` equal Python literals (CRUXEval outputs). `auto`:
+    `choice` for items with choices, `math` for a gold that is an expression or a list but not a plain
+    number (LaTeX, or digits, operators, commas, brackets and one-letter variables), else `numeric`. A
+    comma is a thousands separator only between groups of three digits (`1,234`): a list is never read
+    as a number (`2, 5` is not 25), so a list answer to a numeric gold is wrong."""
     math_timeout_s: int = Field(2, ge=1)
     """Seconds math-verify may spend on each parse or comparison of one `math` answer; an answer past it
     is wrong and counted in metrics/labels.json (`agreement.math_matcher.timeouts`)."""
@@ -71,7 +73,8 @@ class LabelParams(ParamsModel):
 class AbilityMapParams(ParamsModel):
     bucket_by: Literal["difficulty", "domain"] = "difficulty"
     """Key of the map's buckets: the item's difficulty, or its domain (MMLU-style subjects; buckets
-    numbered by domain name in sorted order, `bucket_edges` ignored)."""
+    numbered by domain name in sorted order, `bucket_edges` ignored but still kept in params.yaml:
+    the coordinator stage names it, and DVC refuses a stage whose named key the file lacks)."""
     bucket_edges: list[int] | None = None
     """Lower edges of difficulty buckets (e.g. [1, 3, 5] -> 1-2, 3-4, 5+); null = one bucket per difficulty."""
     confidence: float = Field(0.95, gt=0, lt=1)
@@ -368,16 +371,9 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
 
 
 def read_yaml(path: Path) -> Any:
+    text = read_config_text(path)
     try:
-        return load_yaml(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(path), ["file not found"]) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(str(path), [f"not UTF-8 text (byte {e.start + 1} cannot be read); save it as UTF-8"]) from None
-    except IsADirectoryError:
-        raise ConfigError(str(path), ["is a folder, not a YAML file"]) from None
-    except OSError as e:
-        raise ConfigError(str(path), [f"cannot be read ({e.strerror or type(e).__name__})"]) from None
+        return load_yaml(text)
     except YAMLRefused as e:
         raise ConfigError(str(path), [str(e)]) from None
 

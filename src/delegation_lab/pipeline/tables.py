@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
@@ -70,6 +72,20 @@ def write_csv_atomic(df: pl.DataFrame, path: Path) -> Path:
     df.write_csv(tmp)
     os.replace(tmp, path)
     return path
+
+
+@contextmanager
+def replaced_on_success(path: Path, encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """A text file written in `path`'s folder and moved onto `path` only when the block ends without
+    an error; on an error it is removed, so `path` is never half-written (what was there stays)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding=encoding, newline="") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _json_default(value: Any) -> Any:

@@ -9,12 +9,15 @@ Two independent guards:
   configuration locked. DuckDB itself then cannot open any file, to read or to write, whatever
   statement reaches it (its own spill files aside, see below).
 
-And two bounds on what one query may take: DuckDB's `memory_limit` (by default the smaller of
-1 GiB and a quarter of the machine's memory) with a private spill folder under the system's
-temporary directory (never one of the data folders; at most `MAX_SPILL` of disk, removed when the
-query ends), and the rows leave as Arrow record batches that `query_output` writes as they come.
-No single value may pass MAX_CELL_BYTES (checked by DuckDB on each text or blob column before the
-value is copied out, and on every batch): one value is never the reason a query takes gigabytes.
+And bounds on what one query may take: DuckDB's `memory_limit` (by default the smaller of 1 GiB
+and a quarter of the machine's memory) with a private spill folder under the system's temporary
+directory (never one of the data folders; at most `MAX_SPILL` of disk, removed when the query
+ends), and the rows leave as Arrow record batches that `query_output` writes as they come. No
+single value may pass MAX_CELL_BYTES (checked by DuckDB on each text or blob column, and on every
+batch). DuckDB's memory limit does not cover every vector it builds (one `repeat('x', 1500000000)`
+took 3 GB before the cell check could see it), so the statement runs in a forked child process
+whose private memory is capped at the memory limit plus headroom (`query.process`): past the cap
+the child fails or dies, and the parent says which bound it passed.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from delegation_lab.errors import InputError
+from delegation_lab.games.limits import fmt_bytes, parse_size
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.query.output import cell_text, limited
+from delegation_lab.query.process import forked_rows
 from delegation_lab.pipeline.views import empty_view, has_columns, view_layout
 
 # `[comments] EXPLAIN [ANALYZE] [(options)] <inner>`; anything this does not match is refused
@@ -58,6 +63,8 @@ MEMORY_SHARE = 4  # ... and at most a quarter of the machine
 MAX_SPILL = "4GiB"  # disk a query may spill to once its memory is full
 BATCH_ROWS = 1024
 MAX_CELL_BYTES = 16 * 1024**2  # the largest single text or blob value a query may return
+PROCESS_HEADROOM = 512 * 1024**2  # a query's process beyond DuckDB's memory limit: Arrow batches, vectors outside it
+THREAD_HEADROOM = 16 * 1024**2  # and per DuckDB thread (one per core): its stack and its allocator's arena
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # --timeout at most a week (threading's timers overflow far above it)
 CELL_CAP_MARK = "dlab-cell-cap:"
 MEMORY_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.I)
@@ -193,6 +200,12 @@ def checked_memory_limit(memory_limit: str | None) -> str | None:
     return memory_limit
 
 
+def process_bound(memory_limit: str) -> int:
+    """Bytes of private memory a query's process may take beyond what it held when it started:
+    DuckDB's `memory_limit` plus PROCESS_HEADROOM and THREAD_HEADROOM per core."""
+    return parse_size(memory_limit) + PROCESS_HEADROOM + THREAD_HEADROOM * (os.cpu_count() or 1)
+
+
 def checked_timeout(timeout_s: float | None) -> float | None:
     """`timeout_s` (None / 0: no limit) if it is a finite number of seconds up to MAX_TIMEOUT_S."""
     if timeout_s is None or timeout_s == 0:
@@ -285,8 +298,9 @@ class QueryStream:
         if self.fired.is_set() or isinstance(error, duckdb.InterruptException):
             return QueryRefused(f"query stopped after {self.timeout_s:g} s (--timeout); narrow it or raise the limit")
         if isinstance(error, duckdb.OutOfMemoryException) or "Out of Memory" in first:
-            return QueryRefused(f"query needs more than its memory limit {self.memory_limit} (--memory-limit) even "
-                                f"spilling to disk; narrow it (fewer columns, a LIMIT, an aggregate) or raise the limit ({first})")
+            return QueryRefused(f"query needs more than its memory limit {self.memory_limit} (--memory-limit; its process "
+                                f"may grow by {fmt_bytes(process_bound(self.memory_limit))}) even spilling to disk; narrow "
+                                f"it (fewer columns, a LIMIT, an aggregate, left(col, n)) or raise the limit ({first})")
         return QueryRefused(f"query failed: {first}")
 
     def close(self) -> None:
@@ -340,38 +354,59 @@ def _check_cells(batch: pa.RecordBatch) -> None:
 
 @contextmanager
 def stream_query(layout: Layout, sql: str, timeout_s: float | None = 30.0, memory_limit: str | None = None,
-                 batch_rows: int = BATCH_ROWS) -> Iterator[QueryStream]:
-    """Run one checked read statement over the sealed views and stream its record batches; stop it
-    after `timeout_s` seconds (None or 0: no limit). DuckDB works within `memory_limit` (default
-    `default_memory_limit()`) and spills the rest to a private folder under the system's temporary
-    directory, removed afterwards."""
+                 batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+    """Run one checked read statement over the sealed views and stream its record batches (an object
+    with `.schema`, iterated for the batches); stop it after `timeout_s` seconds (None or 0: no
+    limit). DuckDB works within `memory_limit` (default `default_memory_limit()`) and spills the rest
+    to a private folder under the system's temporary directory, removed afterwards; the statement
+    runs in a child process that may take at most `process_bound(memory_limit)` more memory."""
     check_statement(sql)
     timeout_s = checked_timeout(timeout_s)
     limit = checked_memory_limit(memory_limit) or default_memory_limit()
     with tempfile.TemporaryDirectory(prefix="dlab-query-") as spill:
-        con = connect_sealed(layout, limit, Path(spill))
-        try:
-            stream = QueryStream(con, sql, timeout_s, limit, batch_rows)
-        except BaseException:
-            con.close()
-            raise
-        try:
-            yield stream
-        finally:
-            stream.close()
+
+        @contextmanager
+        def open_stream() -> Iterator[QueryStream]:
+            con = connect_sealed(layout, limit, Path(spill))
+            try:
+                stream = QueryStream(con, sql, timeout_s, limit, batch_rows)
+            except BaseException:
+                con.close()
+                raise
+            try:
+                yield stream
+            finally:
+                stream.close()
+
+        if not hasattr(os, "fork"):  # no fork on this system: in this process, bounded by DuckDB's limit alone
+            with open_stream() as stream:
+                yield stream
+            return
+        bound = process_bound(limit)
+        died = (f"it passed its memory bound of {fmt_bytes(bound)} (--memory-limit {limit} plus "
+                f"{fmt_bytes(bound - parse_size(limit))} for the process), or crashed; narrow the query (fewer columns, "
+                "a LIMIT, left(col, n) of a long value) or raise --memory-limit")
+        with forked_rows(open_stream, bound, QueryRefused, died) as rows:
+            yield rows
 
 
 def query_rows(layout: Layout, sql: str, timeout_s: float | None = 30.0, max_rows: int | None = 10_000,
                memory_limit: str | None = None) -> QueryResult:
     """Run one checked read statement; stop it after `timeout_s` seconds, keep at most `max_rows`
-    rows (None or 0: no limit) and say whether more were left. The rows are kept in memory: for
-    output of any size, write them as they arrive with `stream_query` and `query_output`."""
-    with stream_query(layout, sql, timeout_s, memory_limit) as stream:
-        batches, truncated = [], False
+    rows (None or 0: no limit) and say whether more were left. The rows are kept in memory, at most
+    `memory_limit` of them (QueryRefused past it): for output of any size, write them as they arrive
+    with `stream_query` and `query_output`."""
+    limit = checked_memory_limit(memory_limit) or default_memory_limit()
+    with stream_query(layout, sql, timeout_s, limit) as stream:
+        batches, truncated, held = [], False, 0
         for batch in limited(stream, max_rows):
             if batch is None:
                 truncated = True
                 break
+            held += batch.nbytes
+            if held > parse_size(limit):
+                raise QueryRefused(f"the rows kept in memory passed the memory limit {limit} (--memory-limit); "
+                                   "write them as they arrive with --format csv or json, or narrow the query")
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=stream.schema)
     return QueryResult(_to_polars(table), truncated)

@@ -12,6 +12,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from delegation_lab.params.model import ParamsModel
 import delegation_lab.solvers.price_tables as price_tables
 from delegation_lab.solvers.backends import BACKENDS
+from delegation_lab.solvers.reasoning import is_reasoning_model
 from delegation_lab.solvers.replay import FORMATS
 
 BackendName = BACKENDS.choices()
@@ -239,6 +240,17 @@ class LlamaCppParams(ParamsModel):
     """CPU threads; null = llama.cpp's default."""
 
 
+class HiddenReasoning(ParamsModel):
+    """A replayed reasoning model's hidden reasoning tokens, which its answer file omits (solvers/reasoning.py)."""
+
+    tokens_per_item: int = Field(ge=0, le=1_000_000)
+    """Hidden reasoning tokens per answer, billed at the output price on top of the visible reply's tokens.
+    One number for every answer is an estimate: every answer is flagged (`reasoning_tokens_estimated`) and so
+    is every frontier point whose cost rests on it. 0 declares that the model bills none."""
+    source: str = Field(min_length=1)
+    """Where the number comes from (an upstream's own counts, a measurement, or `ESTIMATE: ...` and why)."""
+
+
 class ReplayParams(ParamsModel):
     path: str
     """Cache to replay: a file, a folder or a glob (same formats as data.replay)."""
@@ -256,6 +268,10 @@ class ReplayParams(ParamsModel):
     """Where the cache grades an answer with a score rather than True/False (RouterBench, LLMRouter's
     F1 and pass rates, LLMRouterBench, RouterArena, a long table's score column): a score at or above
     this counts as correct; the score itself is kept (answers.extra `imported_score` where in [0, 1])."""
+    hidden_reasoning: HiddenReasoning | None = None
+    """Required for a reasoning model (o1 / o3 / o4-mini, DeepSeek-R1, QwQ: `source_model` or the solver's `model`),
+    whose hidden reasoning tokens the cache omits: how many to bill per answer and their source. Leave unset for
+    other models."""
 
 
 class ExecutorParams(ParamsModel):
@@ -334,6 +350,15 @@ class SolverParams(ParamsModel):
             raise ValueError(
                 "price: a replay solver priced at 0 needs `price.free: true`; otherwise set the model's real "
                 "US$ per 1M tokens and `price.source`"
+            )
+        if self.backend == "replay" and self.replay.hidden_reasoning is None and (
+            is_reasoning_model(self.model) or is_reasoning_model(self.replay.source_model)
+        ):
+            # its file holds only the visible reply: priced on that, a thinking model looks cheaper than it was
+            raise ValueError(
+                f"replay.hidden_reasoning: {self.replay.source_model!r} is a reasoning model whose hidden reasoning "
+                "tokens the cache omits; set replay.hidden_reasoning.tokens_per_item (billed as output) and its "
+                "`source` (an estimate starts with ESTIMATE:), or tokens_per_item: 0 with the reason it bills none"
             )
         return self
 

@@ -2,7 +2,8 @@
 same (normalised) question, with provenance; no model is called. Where the layout parsed the reply
 itself (a `parsed_answer` column: zeroeval) that answer is the parsed answer, a null one meaning the
 reply holds none (never re-parsed by the prompt template); where it brings a
-score (`score`), answers.extra keeps it as `imported_score` beside `imported_correct`."""
+score (`score`), answers.extra keeps it as `imported_score` beside `imported_correct`. A reasoning model's
+hidden tokens (`replay.hidden_reasoning`) are added to the reply's output tokens and flagged."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ class ReplayBackend:
         }
         if self.params.score_threshold != SCORE_THRESHOLD:  # only then: today's request hashes stay as they are
             out["score_threshold"] = self.params.score_threshold
+        if self.params.hidden_reasoning is not None:
+            out["hidden_reasoning_tokens"] = self.params.hidden_reasoning.tokens_per_item
         return out
 
     def generate(self, requests: list[Request]) -> list[Generation]:
@@ -78,8 +81,26 @@ class ReplayBackend:
                 tokens_in = messages_tokens(request.messages)
             if tokens_out is None:
                 tokens_out = estimate_tokens(response)
+        cost = row["cost_usd"]
+        hidden = self.params.hidden_reasoning
+        if hidden is not None:  # billed as output, beside the visible reply the file holds (solvers/reasoning.py)
+            tokens_out += hidden.tokens_per_item
+            if cost is not None:
+                cost += hidden.tokens_per_item * self.price.output_usd_per_mtok / 1e6
+            extra.update(reasoning_tokens=hidden.tokens_per_item, reasoning_tokens_estimated=True,
+                         reasoning_tokens_source=hidden.source)
         return Generation(
             text=response, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
-            cost_usd=row["cost_usd"], parsed_answer=row.get("parsed_answer"), source_parsed="parsed_answer" in row,
+            cost_usd=cost, parsed_answer=row.get("parsed_answer"), source_parsed="parsed_answer" in row,
             extra=extra,
         )
+
+
+def missing_answers_advice(name: str, params: ReplayParams, count: int, examples: list[str] = ()) -> str:
+    """What to do about `count` error rows of replayed solver `name`: the cache holds no answer for those
+    items (no row for the question, or a row with no reply), so `--retry-errors` would read the same
+    cache again and `data.dataset: replay` changes nothing either."""
+    shown = f" (e.g. item {', '.join(examples[:3])})" if examples else ""
+    return (f"replay cache {params.path} has no answer of {params.source_model!r} for {count} item(s){shown}; they count "
+            "as wrong (rerunning reads the same cache): re-import a cache that answers them, leave those questions "
+            f"out of the dataset, or drop solver {name}")

@@ -67,10 +67,11 @@ class ImportResult:
     """What `dlab import` prints."""
     summary: dict[str, Any]
     """What `dlab import --json` writes: the cache, and per model `n_items` (distinct questions),
-    `accuracy` over them (our label where a gold is known, else the cache's), `no_answer` (replies
-    with no extractable answer, empty ones included; null where no reply is parsed), `no_reply`,
-    `empty_reply` (replies with no text: wrong answers, counted in `accuracy`), `our_accuracy`,
-    `imported_accuracy` and `agreement` of the two where both exist (null where they never do)."""
+    `accuracy` over the labelled ones as the label stage counts it (`labeling.accuracy`: the cache's
+    label where it brings one, else ours; an empty or missing reply wrong), `unlabelled`, `no_answer`
+    (replies with no extractable answer, empty ones included; null where no reply is parsed), `no_reply` (replies missing
+    or empty, wrong), `our_accuracy`, `imported_accuracy` and `agreement` of the two where both exist
+    (null where they never do)."""
 
 
 def import_report(path: Path, format: str, items_dir: Path, fields: LongTableFields | None = None,
@@ -128,15 +129,13 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
         acc = sum(labelled) / len(labelled) if labelled else None
         missing_tokens = int((rows["tokens_in"].is_null() | rows["tokens_out"].is_null()).sum())
         has_cost = int(rows["cost_usd"].is_not_null().sum())
-        no_response = int(rows["response"].is_null().sum())
         stats[model] = {"acc": acc, "has_cost": has_cost, "questions": len(idx.rows)}
         acc_text = f"imported accuracy {acc:.1%} ({len(labelled)} labelled questions)" if acc is not None else "no imported labels"
         lines.append(
             f"  {model}: {idx.n_rows} rows, {len(idx.rows)} distinct questions, {idx.duplicates} duplicate(s) "
             f"(first kept), {acc_text}"
         )
-        if no_response:
-            lines.append(f"      {no_response} row(s) without a response (replayed as error rows)")
+        lines += _counted_lines(ours[model])
         if ours[model]["our_accuracy"] is not None:
             lines.append(_our_line(ours[model]))
         if missing_tokens:
@@ -212,12 +211,25 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
     return ImportResult("\n".join(lines), summary)
 
 
+def _counted_lines(s: dict[str, Any]) -> list[str]:
+    """A model's accuracy as the label stage counts it, its missing replies and its unlabelled questions."""
+    out = []
+    if s["accuracy"] is not None:
+        out.append(f"      accuracy {s['accuracy']:.1%} over {s['n_items'] - s['unlabelled']} labelled question(s), as "
+                   "the label stage counts it (metrics/replay_accuracy.json)")
+    if s["no_reply"]:
+        out.append(f"      {s['no_reply']} repl(y/ies) missing or empty, with no label of the cache's: wrong, and counted")
+    if s["unlabelled"]:
+        out.append(f"      {s['unlabelled']} question(s) with no label (no gold, no correctness or score): the label "
+                   "stage cannot label them (`dlab params check` names them)")
+    return out
+
+
 def _our_line(s: dict[str, Any]) -> str:
     """A model's relabel in one line: our accuracy, unparsed replies, agreement with the cache's labels."""
     text = f"      our labeler: accuracy {s['our_accuracy']:.1%} over {s['labelled_by_us']} question(s) with a gold"
     if s["no_answer"]:
-        empty = f", {s['empty_reply']} of them empty" if s["empty_reply"] else ""
-        text += f", {s['no_answer']} repl(y/ies) with no extractable answer{empty} (wrong)"
+        text += f", {s['no_answer']} repl(y/ies) with no extractable answer (wrong)"
     a = s["agreement"]
     if a is not None:
         text += f"; agrees with the cache's labels on {a['agreement']:.1%} of {a['n']}"

@@ -12,7 +12,9 @@ read as a careful grader would:
    format is as often a step of a truncated or looping derivation as an answer;
 5. else nothing: the reply has no extractable answer (`no_answer`).
 
-An answer's text becomes a number where it holds one: the whole text when it is a number (`$1,080`,
+An answer that is a list (`2, -1`, `(1, 2)`, `[0, 1)`) stays that list, for the `math` matcher to compare
+as a list, tuple, set or interval: never one of its numbers, nor the arithmetic `2 - 1`. Otherwise an
+answer's text becomes a number where it holds one: the whole text when it is a number (`$1,080`,
 `3/4`), else its value when it is plain arithmetic (`(300 * 4 + 120 * 6) / 12`), else the number
 after the last `=` (`20 * 40 + 80 * 30 = 3200`), else the first number (`18
 dollars per day`, `2:00 pm`); a text without a number (`Cannot be determined`) is kept as the answer,
@@ -35,13 +37,13 @@ from typing import Any
 
 from delegation_lab.errors import InputError
 from delegation_lab.json_input import raw_decode
-from delegation_lab.parsing import CALC_ANNOTATION, HASHES, NUMBER, normalise_number
+from delegation_lab.parsing import CALC_ANNOTATION, HASHES, NUMBER, NUMBER_LIST, is_number_list, normalise_answer, normalise_number
 
 _DECODER = json.JSONDecoder(strict=False)  # strict=False: raw newlines inside strings, as models write them
 _ESCAPES = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|\\')
 _ANSWER_KEY = re.compile(r'"answer"\s*:\s*(?:"((?:[^"\\]|\\.)*)"|([^\s",}][^,}\n]*))', re.S)
 _BOXED = "\\boxed{"
-_COMMITTED = re.compile(r"(?:final answer|answer)\s*(?:is|=|:)?[\s:*\"'\\]*(" + NUMBER.pattern + ")", re.I)
+_COMMITTED = re.compile(r"(?:final answer|answer)\s*(?:is|=|:)?[\s:*\"'\\]*(" + NUMBER_LIST.pattern + "|" + NUMBER.pattern + ")", re.I)
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}")
 _LATEX_TEXT = re.compile(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}")
 _ARITHMETIC = re.compile(r"[\d\s.+\-*/()]+")
@@ -105,7 +107,10 @@ def _arithmetic(node: ast.AST) -> Fraction:
 
 def evaluate_arithmetic(text: str) -> str | None:
     """The value of an answer that is plain arithmetic (`((300 * 4) + (120 * 6)) / 12`, `$`, thousands
-    commas allowed), never `eval`: only numbers, + - * / and brackets; None for anything else."""
+    commas allowed), never `eval`: only numbers, + - * / and brackets; None for anything else (a list
+    `2, -1` is not the arithmetic `2 - 1`)."""
+    if is_number_list(text):
+        return None
     expr = text.replace("$", "").replace(",", "").strip()
     if not _ARITHMETIC.fullmatch(expr) or not re.search(r"\d\s*[-+*/]", expr) or len(expr) > 200:
         return None
@@ -121,6 +126,8 @@ def evaluate_arithmetic(text: str) -> str | None:
 def answer_number(text: str) -> str:
     """The number an answer's text states (see the module docstring), else the text itself."""
     clean = _LATEX_TEXT.sub("", _LATEX_FRAC.sub(r"\1/\2", text)).replace("\\$", "$").replace("{,}", ",")
+    if is_number_list(clean):
+        return normalise_answer(clean) or text  # a list is compared as a list, never as one of its numbers
     whole = normalise_number(clean.replace("%", ""))
     if whole is not None:
         return whole
@@ -197,7 +204,7 @@ def committed_number(text: str) -> str | None:
     for pattern in (HASHES, _COMMITTED):
         found = pattern.findall(clean)
         if found:
-            return normalise_number(found[-1])
+            return normalise_answer(found[-1])
     return None
 
 

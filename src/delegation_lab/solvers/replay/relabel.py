@@ -15,10 +15,15 @@ from typing import Any
 import polars as pl
 
 from delegation_lab.labeling import AUTO
+from delegation_lab.labeling.accuracy import count_accuracy, final_label
 from delegation_lab.labeling.matchers import match_frame
+from delegation_lab.params.root import LabelParams
 from delegation_lab.parsing import parse_choice, parse_number_answer
 from delegation_lab.solvers.replay.cache import ReplayCache
 from delegation_lab.solvers.replay.records import ITEM_COLUMNS
+
+USE_IMPORTED = LabelParams.model_fields["use_imported"].default
+"""`label.use_imported` as a project has it unless set: what `dlab import` reports accuracy under."""
 
 ITEM_KEYS = {"key": pl.String, **ITEM_COLUMNS}
 """Our items by normalised question (`import_report.read_items` builds it)."""
@@ -54,8 +59,10 @@ def relabel(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
     gold or no reply to grade: a correctness-only cache), `parsed` (a reply we or the layout parsed)
     and its `parsed_answer`, `response`."""
     first = first_answers(cache, items)
-    graded = first.filter(pl.col("gold").is_not_null() & (pl.col("response").is_null() | pl.col("parsed")
-                                                           | (pl.col("response") != "")))
+    # every reply with a gold is graded, an empty one as wrong (as the label stage grades it); only a
+    # correctness-only row (no text, the cache's own label) is left to its label
+    labels_only = pl.col("correct").is_not_null() & (pl.col("response").str.strip_chars() == "")
+    graded = first.filter(pl.col("gold").is_not_null() & ~labels_only.fill_null(False))
     answers = graded.select(
         pl.col("model").alias("solver"), pl.col("key").alias("item_id"), "parsed_answer",
         pl.col("response").alias("answer_text"),
@@ -75,10 +82,12 @@ def relabel(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
 
 
 def model_summary(rows: pl.DataFrame, agreement: dict[str, Any] | None) -> dict[str, Any]:
-    """One model's report: accuracy over distinct questions (our verdict where we have one, else the
-    imported label), replies with no extractable answer, and (`labeling.agreement.imported_agreement`)
-    how often our verdict agrees with the imported label."""
-    label = pl.coalesce("programmatic", "imported")
+    """One model's report: accuracy over distinct questions counted as the label stage counts it
+    (`labeling.accuracy`, under `label.use_imported`'s default: the cache's label where it brings one,
+    else our verdict; an empty or missing reply is wrong and counted in `no_reply`; a question with no
+    label is counted in `unlabelled`, outside the denominator), replies with no extractable answer,
+    and (`labeling.agreement.imported_agreement`) how often our verdict agrees with the imported label."""
+    counted = count_accuracy(rows.with_columns(final_label(USE_IMPORTED).alias("correct")), "response")
 
     def mean(column: str | pl.Expr) -> float | None:
         values = rows.select(column).to_series().drop_nulls()
@@ -87,12 +96,12 @@ def model_summary(rows: pl.DataFrame, agreement: dict[str, Any] | None) -> dict[
     parsed = rows.filter(pl.col("parsed"))
     return {
         "n_items": rows.height,
-        "accuracy": mean(label),
+        "accuracy": counted.accuracy,
+        "unlabelled": counted.unlabelled,
         "labelled_by_us": int(rows["programmatic"].is_not_null().sum()),
         "labelled_by_cache_only": int((rows["programmatic"].is_null() & rows["imported"].is_not_null()).sum()),
         "no_answer": int(parsed["parsed_answer"].is_null().sum()) if parsed.height else None,
-        "no_reply": int(rows["response"].is_null().sum()),
-        "empty_reply": int((rows["parsed"] & (rows["response"] == "")).sum()),
+        "no_reply": counted.no_reply,
         "our_accuracy": mean("programmatic"),
         "imported_accuracy": mean("imported"),
         "agreement": agreement,
