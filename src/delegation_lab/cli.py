@@ -150,7 +150,8 @@ def import_cache(
     format: Annotated[str, typer.Option(help=" | ".join(FORMATS.names()))] = "routellm_csv",
     items_dir: Annotated[Path, typer.Option(help="folder of {split}.parquet items to match against")] = Layout().items_dir,
     field: Annotated[list[str] | None, typer.Option(
-        help="long_table column mapping, e.g. --field question=prompt --field correct=is_correct"
+        help="which column (long_table) or record field (zeroeval) holds a key, e.g. --field question=prompt "
+             "--field gold=target; a key the format does not read is refused"
     )] = None,
     trust_pickle: Annotated[bool, typer.Option(help="allow unpickling a routerbench_pickle: unpickling runs arbitrary code")] = False,
     score_threshold: Annotated[float, typer.Option(

@@ -74,3 +74,30 @@ def test_the_docs_table_is_current(comparison):
 ])
 def test_their_grader_on_known_shapes(reply, gold, answer, verdict):
     assert their_answer("m", reply) == answer and their_verdict(answer, gold) is verdict
+
+
+MATH_SUMMARY = ROOT / "docs" / "data" / "zeroeval_math-l5.summary.json"
+MATH_DOC = ROOT / "docs" / "zeroeval_grading_math.md"
+
+
+@pytest.fixture(scope="module")
+def math_comparison(shared_data: Path) -> Comparison:
+    """ZeroEval's 40 MATH level-5 result files (result_dirs/math-l5 at commit 570c626), where present."""
+    path = shared_data / "zeroeval_math" / "math-l5"
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent")
+    return compare(path, MATH_SUMMARY)
+
+
+def test_math_l5_our_grader_within_3_points_of_theirs_on_36_of_40(math_comparison):
+    t = math_comparison.table
+    assert t.height == 40 and t["published"].null_count() == 0
+    assert (t["theirs_rerun"].round(2) - t["published"]).abs().max() < 0.006  # their grader, re-run, item by item
+    assert int((t["difference"].abs() <= 3).sum()) >= 36  # issue 43's target
+
+
+def test_math_l5_docs_table_is_current_and_every_kind_explained(math_comparison):
+    doc = MATH_DOC.read_text(encoding="utf-8")
+    assert markdown_table(math_comparison.table) in doc
+    kinds = set(math_comparison.disagreements["why"].to_list())
+    assert all(f"*{kind}*" in doc.replace("`", "") for kind in kinds), kinds

@@ -26,6 +26,7 @@ TEST_FOLDERS_BEYOND_PACKAGES = {
     "experiments": "experiments/<name>/ (real-answers experiments)",
     "cli": "cli.py (the `dlab` command)",
     "registry": "registry.py, the registries' recipes, and the small top-level modules (flatten, embeddings)",
+    "fixtures": "no code: real upstream records kept verbatim as test data (tests/fixtures/<upstream>/SOURCE.md)",
 }
 
 

@@ -77,7 +77,8 @@ class ReplayDatasetParams(ParamsModel):
     format: ReplayFormat = "routellm_csv"
     """Layout of the cache files."""
     fields: LongTableFields = LongTableFields()
-    """Column names of a `long_table` cache (ignored by the other formats)."""
+    """Field names of a `long_table` cache, or the fields that stand in for a `zeroeval` task's own
+    (refused by the other formats)."""
     difficulty_column: str | None = None
     """Cache column used as integer difficulty; null = GSM8K's difficulty where items match it, else buckets by domain."""
     gsm8k_path: str | None = None

@@ -1,9 +1,10 @@
 """`data.dataset: replay`: a solver-answer cache standing as its own dataset.
 
 One item per distinct (normalised) question of the cache. Its gold is the GSM8K question's it matches
-(`gsm8k_path`), else the gold the cache brings (a `gold` column: zeroeval; our labeler grades the
-replies against it), else unknown: the replayed answers bring their own correctness labels (label
-method `imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
+(`gsm8k_path`), else the gold the cache brings (`records.ITEM_COLUMNS`, with the choices of a
+multiple-choice question and the matcher that grades it: zeroeval; our labeler grades the replies
+against it), else unknown: the replayed answers bring their own correctness labels (label method
+`imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
 replay) -> solve@X (backend replay) -> label.
 
 Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
@@ -28,7 +29,7 @@ from delegation_lab.data.items import Item, make_item_id, take_splits
 from delegation_lab.data.params import DataParams, ReplayDatasetParams
 from delegation_lab.errors import InputError
 from delegation_lab.solvers.replay.cache import load_cache, normalise_question
-from delegation_lab.solvers.replay.records import PUBLISHED_SPLIT
+from delegation_lab.solvers.replay.records import ITEM_COLUMNS, PUBLISHED_SPLIT
 
 PUBLISHED_TRAIN, PUBLISHED_TEST = "train", "test"
 """The published split names `data.split: as_published` knows: the pool (ability + train) and the test split."""
@@ -105,8 +106,7 @@ def _replay_items(params: ReplayDatasetParams, keep_split: bool) -> tuple[list[I
     first = frame.unique(subset="key", keep="first", maintain_order=True)
     codes = domain_codes(first["domain"].to_list())
     wanted = ["source_index", "prompt", "key", "domain", "source_file"] + ([column] if column else [])
-    if "gold" in first.columns:
-        wanted.append("gold")
+    wanted += [c for c in ITEM_COLUMNS if c in first.columns]
     if keep_split:
         require_published_split(frame, path, params.format)
         wanted.append(PUBLISHED_SPLIT)
@@ -121,16 +121,16 @@ def _replay_items(params: ReplayDatasetParams, keep_split: bool) -> tuple[list[I
         if n > 1:
             source_id = f"{source_id}~{n}"
         known = gsm8k.get(row["key"])
+        brought = {c: row.get(c) for c in ITEM_COLUMNS}
         if known is not None:
-            difficulty, gold = known.difficulty, known.gold
+            difficulty, brought["gold"] = known.difficulty, known.gold
         else:
             difficulty = _difficulty(row[column], path, column, source_id) if column else codes[row["domain"]]
-            gold = None if row.get("gold") is None else str(row["gold"])
         items.append(Item(
             item_id=make_item_id(f"replay:{path.name}", source_id),
             split="",
             question=row["prompt"],
-            gold=gold,
+            **brought,
             difficulty=difficulty,
             domain=row["domain"],
             source=path.name,

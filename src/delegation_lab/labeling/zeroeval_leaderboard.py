@@ -1,10 +1,13 @@
-"""Our labels of ZeroEval's GSM8K results against the leaderboard ZeroEval publishes for them
-(`result_dirs/gsm.summary.json`), with ZeroEval's own grader re-implemented item by item so that
-each difference can be traced to the items where the two graders disagree. docs/zeroeval_grading.md
-is this module's output (`python -m delegation_lab.labeling.zeroeval_leaderboard RESULTS_DIR SUMMARY`).
+"""Our labels of ZeroEval's GSM8K and MATH level-5 results against the leaderboards ZeroEval publishes
+for them (`result_dirs/gsm.summary.json`, `result_dirs/math-l5.summary.json`), with ZeroEval's own
+grader re-implemented item by item so that each difference can be traced to the items where the two
+graders disagree. docs/zeroeval_grading.md (GSM8K) and docs/zeroeval_grading_math.md (math-l5) are
+this module's output (`python -m delegation_lab.labeling.zeroeval_leaderboard RESULTS_DIR SUMMARY`).
+Ours is `dlab import`'s: the task's matcher (`numeric` for GSM8K, `math`, math-verify, for math-l5) on
+the answer the `zeroeval` reader parsed, an empty reply wrong.
 
-ZeroEval's grader (github.com/yuchenlin/ZeroEval, src/evaluation/math_eval.py and eval_utils.py,
-Apache-2.0): the answer is the `answer` of the reply's first complete JSON object (brace-matched,
+ZeroEval grades both tasks with one script (github.com/yuchenlin/ZeroEval, src/evaluation/math_eval.py
+and eval_utils.py, Apache-2.0): the answer is the `answer` of the reply's first complete JSON object (brace-matched,
 newlines removed, parsed strictly), else a regex over `"answer": "..."` (or an unquoted value up to
 a comma or space), else, for Llama-3.1 models whose last 30 characters say "boxed", the first
 `\\boxed{word}`; `$` and commas are removed, a fraction evaluated, and the answer is right when the
@@ -99,18 +102,35 @@ def their_verdict(answer: str | None, gold: str) -> bool:
     return bool(a and g and float(a.group()) == float(g.group()))
 
 
-def why(ours_correct: bool, theirs: str | None, gold: str) -> str:
+LIST_FIRST = re.compile(r"\s*\(?\s*(-?\d+(?:\.\d+)?)\s*(?:,|\band\b|;)")
+EXPRESSION = re.compile(r"\^|\\|sqrt|[a-z]\(")
+
+
+def why(ours_correct: bool, theirs: str | None, gold: str, ours: str | None = None, reply: str = "",
+        model: str = "") -> str:
     """Why the graders differ on one item, in the words docs/zeroeval_grading.md uses."""
     if not ours_correct:
+        if ours is not None and ours.strip() == gold.strip():
+            return "our matcher read the reasoning's last \\boxed{}, not the JSON answer"
+        if theirs and LIST_FIRST.match(theirs):
+            return "a list whose first value is the gold"
         return "their first number happens to be the gold"
     if not theirs or not theirs.strip():
+        if "Llama-3.1" in model and re.search(r"\\boxed\{-", reply[-30:]):
+            return "their \\boxed{} pattern drops a minus sign"
         return "they read no answer"
     if re.fullmatch(r"\$?\d{1,3}( \d{3})+", theirs.strip()):
         return "digits grouped by a space"
     if numbers_match(normalise_number(theirs), gold):
         return "a number within our tolerance"
+    if "\u2212" in theirs:
+        return "a Unicode minus sign"
+    if reply.count('"answer"') > 1 and normalise_number(theirs) is not None:
+        return "they read another JSON block's answer"
     if len(FIRST_NUMBER.findall(theirs)) > 1:
         return "first number of a worked answer"
+    if FIRST_NUMBER.search(theirs) and EXPRESSION.search(theirs):
+        return "first number of an expression (a power, a root)"
     return "their regex cut the answer"
 
 
@@ -142,7 +162,8 @@ def compare(results_dir: Path, summary: Path) -> Comparison:
                 theirs_answer = their_answer(model, record["response"] or "")
                 disagree.append({"model": model, "id": record["source_index"].split("#", 1)[1], "gold": record["gold"],
                                  "ours": record["parsed_answer"], "ours_correct": record["programmatic"],
-                                 "theirs": theirs_answer, "why": why(record["programmatic"], theirs_answer, record["gold"]),
+                                 "theirs": theirs_answer, "why": why(record["programmatic"], theirs_answer, record["gold"],
+                                                                       record["parsed_answer"], record["response"] or "", model),
                                  "reply": record["response"]})
         pub = published.get(leaderboard_name(model))
         acc = round(100 * ours[model]["accuracy"], 2)
@@ -161,13 +182,24 @@ def markdown_table(table: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def kinds(disagreements: pl.DataFrame) -> str:
+    """The kinds of disagreement, most common first, with who is right on them."""
+    counts = disagreements.group_by("why", "ours_correct").len().sort(["len", "why"], descending=[True, False])
+    return "\n".join(f"- {n} {w} ({'right to us' if right else 'right to them'})" for w, right, n in counts.iter_rows())
+
+
 def main(argv: list[str]) -> None:
     results_dir, summary = Path(argv[0]), Path(argv[1])
     result = compare(results_dir, summary)
     print(markdown_table(result.table))
+    t, d = result.table, result.disagreements
+    print(f"\n{int((t['difference'].abs() <= 3).sum())} of {t.height} models within 3 points, "
+          f"{int((t['difference'].abs() <= 1).sum())} within 1, {int((t['difference'].abs() <= 0.5).sum())} within 0.5; "
+          f"{d.height} items disagree, {int(d['ours_correct'].sum())} right to us only:\n{kinds(d)}")
     for model in result.table.filter(pl.col("difference").abs() > 0.5)["model"]:
         d = result.disagreements.filter(pl.col("model") == model)
-        reasons = ", ".join(f"{n} {w}" for w, n in d.group_by("why").len().sort("len", descending=True).iter_rows())
+        reasons = ", ".join(f"{n} {w}" for w, n in
+                            d.group_by("why").len().sort(["len", "why"], descending=[True, False]).iter_rows())
         print(f"\n## {model}: {d.height} items disagree ({int(d['ours_correct'].sum())} right to us only): {reasons}")
         for r in d.head(4).iter_rows(named=True):
             print(f"- {r['id']} gold {r['gold']}: ours {r['ours']!r} ({'right' if r['ours_correct'] else 'wrong'}), "

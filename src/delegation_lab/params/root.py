@@ -57,11 +57,12 @@ class LabelParams(ParamsModel):
     does not say (it wins where set): `numeric` the parsed number within `numeric_tolerance` (a gold
     that is not a number must equal the parsed answer exactly), `choice` the option letter, `math`
     equivalence by math-verify (`\\frac{1}{2}` = `0.5`, `2\\sqrt{2}` = `\\sqrt{8}`, intervals, sets, lists:
-    `2, -1` = `-1, 2`; the reply's last `\\boxed{}`, else the parsed answer). `auto`: `choice` for items
-    with choices, `math` for a gold that is an expression or a list but not a plain number (LaTeX, or
-    digits, operators, commas, brackets and one-letter variables), else `numeric`. A comma is a
-    thousands separator only between groups of three digits (`1,234`): a list is never read as a
-    number (`2, 5` is not 25), so a list answer to a numeric gold is wrong."""
+    `2, -1` = `-1, 2`; the reply's last `\\boxed{}`, else the parsed answer), `grid` every cell of a logic
+    puzzle's solution grid (ZebraLogic), `literal` equal Python literals (CRUXEval outputs). `auto`:
+    `choice` for items with choices, `math` for a gold that is an expression or a list but not a plain
+    number (LaTeX, or digits, operators, commas, brackets and one-letter variables), else `numeric`. A
+    comma is a thousands separator only between groups of three digits (`1,234`): a list is never read
+    as a number (`2, 5` is not 25), so a list answer to a numeric gold is wrong."""
     math_timeout_s: int = Field(2, ge=1)
     """Seconds math-verify may spend on each parse or comparison of one `math` answer; an answer past it
     is wrong and counted in metrics/labels.json (`agreement.math_matcher.timeouts`)."""

@@ -32,11 +32,16 @@ def score_threshold_field() -> Any:
 
 
 class LongTableFields(ParamsModel):
-    """Column names of a `long_table` cache (one row per question x model); a column named here
-    explicitly must exist, a default one is used only when the file has it."""
+    """Field names of a cache: the columns of a `long_table` (one row per question x model), and the
+    record fields that stand in for a `zeroeval` task's own (`question`, `gold`, `id`, `domain`,
+    `response`; `dlab import --field KEY=NAME`). A field named here explicitly must exist; a default
+    one is used only when the file has it (long_table) or not at all (zeroeval reads its task's own)."""
 
     question: str = "question"
     """Column holding the question text (the key items are matched by)."""
+    gold: str | None = None
+    """Column holding the gold answer, graded by our labeler (`label.matcher`); null = long_table has
+    none (labels imported), zeroeval reads its task's own (`answer`, `correct_answer`, `solution`)."""
     model: str = "model"
     """Column naming the model that answered."""
     correct: str | None = "correct"
@@ -254,7 +259,8 @@ class ReplayParams(ParamsModel):
     format: ReplayFormat = "routellm_csv"
     """Layout of the cache files."""
     fields: LongTableFields = LongTableFields()
-    """Column names of a `long_table` cache (ignored by the other formats)."""
+    """Field names of a `long_table` cache, or the fields that stand in for a `zeroeval` task's own
+    (refused by the other formats)."""
     source_model: str
     """The model's name inside the cache (column prefix, model field, or model folder / file stem)."""
     trust_pickle: bool = False

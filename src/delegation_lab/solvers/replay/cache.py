@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from delegation_lab.json_input import regular_file
+from delegation_lab.json_input import refused, regular_file
 from delegation_lab.solvers.params import SCORE_THRESHOLD, LongTableFields
 from delegation_lab.solvers.replay import FORMATS
 from delegation_lab.solvers.replay.budget import check_budget
@@ -215,6 +215,10 @@ def load_cache(path: str | Path, fmt: str, fields: LongTableFields | None = None
     if cache_format.trust_warning and not trust_pickle:
         raise ReplayError(f"{spec}: not loaded: {cache_format.trust_warning} If you trust this file, pass --trust-pickle "
                           "(dlab import) or set `trust_pickle: true` in its replay section of params.yaml.")
+    unread = sorted((fields.model_fields_set if fields is not None else set()) - set(cache_format.fields))
+    if unread:
+        raise refused(ReplayError, f"{spec}: fields.{unread[0]} (dlab import --field {unread[0]}=...) is not read by "
+                      f"the {fmt} format; it reads: {', '.join(cache_format.fields) or 'no field names'}")
     files = cache_files(spec, fmt)
     key = (*_stat_key(files, spec, fmt, fields), score_threshold)
     cached = _LOADED.get(key)

@@ -69,8 +69,9 @@ class ImportResult:
     summary: dict[str, Any]
     """What `dlab import --json` writes: the cache, and per model `n_items` (distinct questions),
     `accuracy` over the labelled ones as the label stage counts it (`labeling.accuracy`: the cache's
-    label where it brings one, else ours; an empty or missing reply wrong), `unlabelled`, `unscored` (questions the cache gives no score: graded by our labeler where a gold is known), `no_answer`
-    (replies with no extractable answer; null where no reply is parsed), `no_reply` (replies missing
+    label where it brings one, else ours; an empty or missing reply wrong), `unlabelled`, `unscored` (questions the
+    cache gives no score: graded by our labeler where a gold is known), `no_answer` (replies with no extractable
+    answer, empty ones included; null where no reply is parsed), `no_reply` (replies missing
     or empty, wrong), `our_accuracy`, `imported_accuracy` and `agreement` of the two where both exist
     (null where they never do)."""
 
@@ -195,7 +196,7 @@ def build_import(path: Path, format: str, items_dir: Path, fields: LongTableFiel
               "and a 0 price needs `free: true`):", "solvers:"]
     taken: set[str] = set()
     trusted = FORMATS.get(format).trust_warning is not None
-    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and format == "long_table" else {}
+    chosen = fields.model_dump(include=fields.model_fields_set) if fields is not None and cache_format.fields else {}
     mapping = f", fields: {json.dumps(chosen)}" if chosen else ""
     for model in cache.models:
         name = solver_name_for(model, taken)

@@ -20,6 +20,10 @@ after the last `=` (`20 * 40 + 80 * 30 = 3200`), else the first number (`18
 dollars per day`, `2:00 pm`); a text without a number (`Cannot be determined`) is kept as the answer,
 so it is graded wrong rather than counted as missing. docs/zeroeval_grading.md compares this with
 ZeroEval's own grader item by item.
+
+Where the gold is not a number (`as_number=False`: MATH's `\\frac{3}{4}` or `(2, -1)`, CRUXEval's Python
+literals) the answer's text is kept as written for the task's matcher. A logic grid (ZebraLogic) is
+read by `grid_reply_answer`: the `solution` object of the last JSON block that has one.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
 PLACEHOLDERS = {"", "___", "..."}
 """Values of `answer` that are the prompt's template echoed, not an answer."""
 
-SOURCES = ("json", "json_key", "boxed", "stated_number", "none")
-"""Where an answer came from, in the order tried (`answer_source` column of a zeroeval cache)."""
+SOURCES = ("json", "json_key", "boxed", "stated_number", "stated_choice", "none")
+"""Where an answer came from, in the order tried (`answer_source` column of a zeroeval cache);
+`stated_choice`: a multiple-choice reply with no JSON answer, read by `parsing.parse_choice`."""
 
 
 _OBJECT_START = re.compile(r'\{(?=[ \t\n\r]*["}])')
@@ -74,13 +79,16 @@ def _json_objects(text: str, where: str = "reply", error: type[InputError] = Inp
             yield value
 
 
-def _value_text(value: Any) -> str | None:
-    """A JSON answer value as text; None for a missing or placeholder answer."""
+def _value_text(value: Any, as_number: bool = True) -> str | None:
+    """A JSON answer value as text; None for a missing or placeholder answer. Kept as written
+    (`as_number=False`), `true` / `null` read as Python writes them (a CRUXEval output may be `None`)."""
     if value is None or isinstance(value, bool):
-        return None
+        return None if as_number or value is None else str(value)
     if isinstance(value, (int, float)):
         return str(value)
     text = value if isinstance(value, str) else json.dumps(value)
+    if not as_number:  # before the strip: a swallowed `\\f` is a form feed, which strip would drop
+        text = text.translate(_LATEX_CONTROLS)
     return None if text.strip() in PLACEHOLDERS else text.strip()
 
 
@@ -152,24 +160,40 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
-def json_reply_answer(reply: str | None, where: str = "reply",
-                      error: type[InputError] = InputError) -> tuple[str | None, str]:
+_TEMPLATE_BLANKS = re.compile(r"_{3,}(.*?)_{3,}", re.S)
+_LATEX_CONTROLS = str.maketrans({"\f": "\\f", "\b": "\\b", "\t": "\\t", "\r": "\\r", "\n": "\\n"})
+
+
+def as_written(text: str) -> str:
+    """An answer kept as the model wrote it: a JSON escape that swallowed a LaTeX backslash (`"\\frac"`
+    decodes to a form feed and `rac`, `"\\times"` to a tab) spelled back, as a newline is (CRUXEval's
+    gold writes `\\n`, ZeroEval's crux_eval.py turns the answer's newlines into it too); the blanks of
+    the prompt's template the answer was written into (`___3___`) dropped."""
+    text = text.translate(_LATEX_CONTROLS).strip()
+    blank = _TEMPLATE_BLANKS.fullmatch(text)
+    return blank.group(1).strip() if blank and blank.group(1).strip() else text
+
+
+def json_reply_answer(reply: str | None, where: str = "reply", error: type[InputError] = InputError,
+                      as_number: bool = True) -> tuple[str | None, str]:
     """(the answer, where it came from: one of `SOURCES`) of a reply asked for a JSON `answer`; a JSON
-    block nested too deep to read is `error` naming `where` (exit code 2)."""
+    block nested too deep to read is `error` naming `where` (exit code 2). `as_number`: the number the
+    answer states (`answer_number`), else the answer's text as written."""
     if not reply:
         return None, "none"
+    final = answer_number if as_number else as_written
     for text in (reply, _repair_escapes(reply)):
         for obj in _json_objects(text, where, error):
-            value = _value_text(obj.get("answer"))
+            value = _value_text(obj.get("answer"), as_number)
             if value is not None:
-                return answer_number(value), "json"
+                return final(value), "json"
     for m in _ANSWER_KEY.finditer(reply):
         value = _value_text(m.group(1) if m.group(1) is not None else m.group(2))
         if value is not None:
-            return answer_number(value), "json_key"
+            return final(value), "json_key"
     boxed = last_boxed(reply)
     if boxed:
-        return answer_number(boxed), "boxed"
+        return final(boxed), "boxed"
     number = committed_number(reply)
     return (number, "stated_number") if number is not None else (None, "none")
 
@@ -182,3 +206,25 @@ def committed_number(text: str) -> str | None:
         if found:
             return normalise_answer(found[-1])
     return None
+
+
+def _grid(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The house -> attribute -> value grid a JSON object holds: its `solution`, or the object itself
+    when every key is a house (ZebraLogic's first prompt asked for the bare grid)."""
+    grid = obj.get("solution", obj)
+    if isinstance(grid, dict) and grid and all(isinstance(k, str) and k.startswith("House") for k in grid):
+        return grid
+    return None
+
+
+def grid_reply_answer(reply: str | None, where: str = "reply",
+                      error: type[InputError] = InputError) -> tuple[str | None, str]:
+    """(the grid as JSON text, "json") of a reply asked for a ZebraLogic solution grid: the last JSON
+    block's, as ZeroEval reads the last one; (None, "none") when no block holds a grid."""
+    found = None
+    for text in (reply or "", _repair_escapes(reply or "")):
+        for obj in _json_objects(text, where, error):
+            found = _grid(obj) or found
+        if found is not None:
+            return json.dumps(found, ensure_ascii=False), "json"
+    return None, "none"

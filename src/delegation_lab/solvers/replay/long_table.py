@@ -1,6 +1,6 @@
 """`long_table`: CSV, Parquet or JSON lines, one row per question x model, columns named by
-`fields` (question, model, correct or score, optional response, tokens, cost, id, domain, split):
-SPROUT- or EmbedLLM-style matrices."""
+`fields` (question, model, correct or score, optional response, tokens, cost, id, domain, split, gold):
+SPROUT- or EmbedLLM-style matrices. A `gold` column (named by `fields.gold`) is graded by our labeler."""
 
 from __future__ import annotations
 
@@ -67,10 +67,12 @@ def read_long_table(path: Path, fields: LongTableFields, threshold: float = SCOR
         )
     n = raw.height
     values = {name: (raw[c].to_list() if (c := col(name)) else [None] * n)
-              for name in ("question", "model", "correct", "score", "response", "tokens_in", "tokens_out", "cost_usd", "id", "domain", "split")}
+              for name in ("question", "model", "correct", "score", "response", "tokens_in", "tokens_out", "cost_usd", "id", "domain",
+                           "split", "gold")}
     line = (lambda i: f"row {i + 2}") if path.suffix == ".csv" else (lambda i: f"row {i + 1}")
     rows: dict[str, list[Any]] = {k: [] for k in CACHE_COLUMNS}
-    extras: dict[str, list[Any]] = {"domain": [], "score": [], **({PUBLISHED_SPLIT: []} if col("split") else {})}
+    extras: dict[str, list[Any]] = ({"domain": [], "score": []} | ({PUBLISHED_SPLIT: []} if col("split") else {})
+                                    | ({"gold": []} if col("gold") else {}))
     for i in range(n):
         model = cell_text(values["model"][i])
         if not model:
@@ -91,6 +93,8 @@ def read_long_table(path: Path, fields: LongTableFields, threshold: float = SCOR
         extras["score"].append(score_value(values["score"][i]))
         if col("split"):
             extras[PUBLISHED_SPLIT].append(cell_text(values["split"][i]))
+        if "gold" in extras:
+            extras["gold"].append(cell_text(values["gold"][i]))
     return cache_frame(rows, extras)
 
 
@@ -98,4 +102,5 @@ def read_long_table_file(path: Path, options: ReadOptions) -> pl.DataFrame:
     return read_long_table(path, options.fields, options.score_threshold)
 
 
-LONG_TABLE = CacheFormat(read=read_long_table_file, suffixes=(".csv", ".parquet", ".jsonl"))
+LONG_TABLE = CacheFormat(read=read_long_table_file, suffixes=(".csv", ".parquet", ".jsonl"),
+                         fields=tuple(LongTableFields.model_fields))

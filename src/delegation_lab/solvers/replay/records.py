@@ -44,6 +44,11 @@ PUBLISHED_SPLIT = "source_split"
 """The column a reader fills with the split the upstream published a row in (LLMRouter's and
 LLMRouterBench's split files and folders, a `split` column): `data.split: as_published` keeps it."""
 
+ITEM_COLUMNS: dict[str, pl.DataType] = {"gold": pl.String, "choices": pl.List(pl.String), "answer_format": pl.String}
+"""What a layout may bring about its questions, for the items made of them (`data.replay`) and for
+`dlab import`'s labeler (`relabel`) alike: the gold, the options of a multiple-choice question (the
+gold is then a letter), and the matcher that grades it (`labeling.MATCHERS`; null = `label.matcher`)."""
+
 MAX_TOKENS = 100_000_000
 """Most tokens one imported answer may report (in or out): far above any model's context."""
 MAX_MODELS = 1_000
@@ -89,6 +94,9 @@ class CacheFormat:
     companions: Callable[[Path], list[Path]] | None = None
     """The other files the reader of one cache file also reads (LLMRouter's query files): the memory
     budget counts them with the cache's own."""
+    fields: tuple[str, ...] = ()
+    """The `LongTableFields` keys this layout reads (`dlab import --field`, a replay section's
+    `fields`); naming another is refused, so a mapping never goes silently unused."""
     expansion: float = 20.0
     """Peak memory of `dlab import` over the files' text size, measured (docs/scaling.md): `budget`
     refuses a cache whose estimate is over the budget. 20 covers the tables measured: a 200 MB long

@@ -1,10 +1,11 @@
 """Our labeler on a loaded cache, as `dlab import` reports it: each model's first answer to every
 question graded by the label stage's own code (`labeling.matchers.match_frame`, the `MATCHERS`
-registry, `label.matcher: auto`, default tolerance) against the gold the cache brings (a `gold`
-column: zeroeval) or, failing that, the gold of our item with the same question, beside the label
-the cache imported. A reply is parsed as the solve stage parses it: by the layout where it parses
-(`parsed_answer`: zeroeval; null = no answer), else the choice letter for an item with choices, else
-the number."""
+registry, `label.matcher: auto`, default tolerance) against the gold, choices and matcher the cache
+brings (`records.ITEM_COLUMNS`: zeroeval) or, failing that, those of our item with the same question,
+beside the label the cache imported. A reply is parsed as the solve stage parses it: by the layout
+where it parses (`parsed_answer`: zeroeval; null = no answer), else the choice letter for an item
+with choices, else the number. Where the layout parses, an empty reply is a wrong answer (and a
+`no_answer`), as the label stage counts it, never left out of the accuracy."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from delegation_lab.labeling.matchers import match_frame
 from delegation_lab.params.root import LabelParams
 from delegation_lab.parsing import parse_choice, parse_number_answer
 from delegation_lab.solvers.replay.cache import ReplayCache
+from delegation_lab.solvers.replay.records import ITEM_COLUMNS
 
 USE_IMPORTED = LabelParams.model_fields["use_imported"].default
 """`label.use_imported` as a project has it unless set: what `dlab import` reports accuracy under."""
 
-ITEM_KEYS = {"key": pl.String, "gold": pl.String, "choices": pl.List(pl.String), "answer_format": pl.String}
+ITEM_KEYS = {"key": pl.String, **ITEM_COLUMNS}
 """Our items by normalised question (`import_report.read_items` builds it)."""
 
 
@@ -36,15 +38,17 @@ def _parse(reply: str | None, choices: list[str] | None) -> str | None:
 def first_answers(cache: ReplayCache, items: pl.DataFrame) -> pl.DataFrame:
     """Every model's first row per question with the gold, choices and parsed answer it is graded by."""
     first = cache.frame.unique(subset=["model", "key"], keep="first", maintain_order=True)
-    own_gold = pl.col("gold") if "gold" in first.columns else pl.lit(None, dtype=pl.String)
-    first = first.with_columns(own_gold.cast(pl.String).alias("cache_gold"))
-    first = first.join(items.rename({"gold": "item_gold"}), on="key", how="left")
+    first = first.with_columns([(pl.col(c) if c in first.columns else pl.lit(None)).cast(t).alias(f"cache_{c}")
+                                for c, t in ITEM_COLUMNS.items()]).drop(list(ITEM_COLUMNS), strict=False)
+    first = first.join(items.rename({c: f"item_{c}" for c in ITEM_COLUMNS}), on="key", how="left")
     layout_parses = "parsed_answer" in first.columns
     if not layout_parses:
         first = first.with_columns(pl.lit(None, dtype=pl.String).alias("parsed_answer"))
-    first = first.with_columns(pl.coalesce("cache_gold", "item_gold").alias("gold"))
-    has_text = pl.col("response").is_not_null() & (pl.col("response") != "")
-    first = first.with_columns((has_text & (pl.lit(layout_parses) | pl.col("gold").is_not_null())).alias("parsed"))
+    first = first.with_columns([pl.coalesce(f"cache_{c}", f"item_{c}").alias(c) for c in ITEM_COLUMNS])
+    # a reply the layout parsed counts even when empty (a wrong answer); elsewhere an empty response is a
+    # correctness-only cache's missing text, not an answer
+    replied = pl.col("response").is_not_null() & (pl.lit(layout_parses) | (pl.col("response") != ""))
+    first = first.with_columns((replied & (pl.lit(layout_parses) | pl.col("gold").is_not_null())).alias("parsed"))
     parsed = [p if layout_parses or not wanted else _parse(r, c) for p, r, c, wanted in
               first.select("parsed_answer", "response", "choices", "parsed").iter_rows()]
     return first.with_columns(pl.Series("parsed_answer", parsed, dtype=pl.String))
