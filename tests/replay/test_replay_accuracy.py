@@ -49,7 +49,7 @@ O1_REPLIES = [reply("r", "18"), "", None, reply("r", "541")]  # right, empty, mi
 def write_cache(root) -> None:
     folder = root / "result_dirs" / "gsm"
     folder.mkdir(parents=True)
-    replies = {"gpt": [reply("r", g.strip("# ")) for _, g in QUESTIONS], "o1": O1_REPLIES}
+    replies = {"gpt": [reply("r", g.strip("# ")) for _, g in QUESTIONS], "terse": O1_REPLIES}
     for model, texts in replies.items():
         records = [zeroeval_record(i, model, text) for i, text in enumerate(texts)]
         (folder / f"{model}.json").write_text(json.dumps(records), encoding="utf-8")
@@ -63,7 +63,7 @@ def test_import_report_and_label_stage_count_empty_replies_alike(tmp_path, capsy
     result = CliRunner().invoke(app, ["import", "result_dirs/gsm", "--format", "zeroeval", "--items-dir", "none",
                                       "--json", "import.json"])
     assert result.exit_code == 0, result.output
-    imported = json.loads((root / "import.json").read_text())["models"]["o1"]
+    imported = json.loads((root / "import.json").read_text())["models"]["terse"]
     assert (imported["n_items"], imported["accuracy"], imported["no_reply"], imported["unlabelled"]) == (4, 0.25, 2, 0)
     assert "accuracy 25.0% over 4 labelled question(s), as the label stage counts it" in result.output
     assert "2 repl(y/ies) missing or empty, with no label of the cache's: wrong, and counted" in result.output
@@ -74,14 +74,14 @@ def test_import_report_and_label_stage_count_empty_replies_alike(tmp_path, capsy
     raw["solvers"] = {m: {"backend": "replay", "model": m, "price": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 1.0,
                                                                      "source": "test"},
                           "replay": {"path": f"result_dirs/gsm/{m}.json", "format": "zeroeval", "source_model": m}}
-                      for m in ("gpt", "o1")}
+                      for m in ("gpt", "terse")}
     raw["label"]["judge"]["sample_size"] = 0
     raw["portfolio"]["router"] = None
     raw["tracking"]["enabled"] = False
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
-    for stage, argv in (("prepare", []), ("solve", ["--solver", "gpt"]), ("solve", ["--solver", "o1"]), ("label", [])):
+    for stage, argv in (("prepare", []), ("solve", ["--solver", "gpt"]), ("solve", ["--solver", "terse"]), ("label", [])):
         assert stage_in(root, stage, argv) == 0, capsys.readouterr()
-    replayed = json.loads((root / "metrics" / "replay_accuracy.json").read_text())["solvers"]["o1"]
-    solve = json.loads((root / "metrics" / "solve.json").read_text())["o1"]
+    replayed = json.loads((root / "metrics" / "replay_accuracy.json").read_text())["solvers"]["terse"]
+    solve = json.loads((root / "metrics" / "solve.json").read_text())["terse"]
     assert (replayed["n_items"], replayed["no_reply"], replayed["no_answer_in_cache"]) == (4, 2, 0)
     assert replayed["accuracy"] == solve["accuracy"] == imported["accuracy"]
