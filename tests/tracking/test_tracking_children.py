@@ -1,6 +1,6 @@
 """`dlab tracking serve --token-env` cleans up after a SIGKILL (issue 42): its MLflow server, uvicorn
-worker and huey consumers (~10 processes, ~2.6 GB) and its private folder were left behind, since a
-SIGKILL runs no handler. Now they run in one process group, die with the command (PR_SET_PDEATHSIG)
+worker and huey consumers (~10 processes, ~2.6 GB; the job runner is off now) and its private folder
+were left behind, since a SIGKILL runs no handler. Now they run in one process group, die with the command (PR_SET_PDEATHSIG)
 and a watchdog ends the group and removes the folder."""
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def test_sigkill_of_tracking_serve_leaves_no_process_and_no_private_folder(tmp_p
                 break
             time.sleep(0.5)
         assert server is not None, "the MLflow server did not start"
+        assert b"MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
         assert list(tmp.glob("dlab-tracking-*")), "no private folder"
         assert len(_group_members(server)) >= 2
     finally:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from delegation_lab.errors import InputError
-from delegation_lab.tracking.server import served_port, served_store, study_experiments
+from delegation_lab.tracking.server import served_port, served_store, server_env, study_experiments
 
 from tests.conftest import BIN, REPO, env_with_venv, make_project, run
 
@@ -25,6 +25,16 @@ def test_store_and_port_come_from_tracking_uri(tmp_path: Path):
     assert served_port("http://127.0.0.1:5055", 6000) == 6000
     with pytest.raises(InputError, match="--store 'postgresql://db/x'"):
         served_store("sqlite:///mlflow.db", tmp_path, "postgresql://db/x")
+
+
+def test_the_server_runs_without_mlflows_job_runner(monkeypatch: pytest.MonkeyPatch):
+    """MLflow's job runner (huey consumers, 8 more processes each importing MLflow) made the server
+    take 60-85 s to answer on a 2-core machine (issue 42); the project submits no jobs. Set by the
+    environment, the user's choice stands."""
+    monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
+    assert server_env()["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "true")
+    assert server_env()["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "true"
 
 
 def test_every_study_of_the_dag_gets_its_experiment():

@@ -6,11 +6,18 @@ server process with one worker every write is serialised there. Before it says i
 command creates every study's experiment (idempotently), so concurrent first runs never race to
 create the same experiment either.
 
-MLflow's server starts a uvicorn worker and huey job consumers of its own. They all run in one process
-group of their own, started with PR_SET_PDEATHSIG (SIGTERM when this process dies) and watched by a
-small watchdog process, which kills the group and removes the private folder once this process is
-gone however it ended: a SIGKILL runs no handler of ours, and left ~10 MLflow / huey processes
-(~2.6 GB) and the private folder behind.
+MLflow's server starts a uvicorn worker, and by default also a job runner (huey consumers for the
+GenAI job features: judge optimisation, scheduled scorers), each importing all of MLflow. This
+project submits no jobs, so the server runs with MLflow's own switch
+MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false (unless the environment sets it): on this 2-core machine
+the consumers' imports competed with the worker's and made the server take 60-85 s to answer.
+While it starts, this process imports MLflow's client (for `ensure_experiments`) in a thread, so
+that import is not paid after the server is up either.
+
+The server and its worker run in one process group of their own, started with PR_SET_PDEATHSIG
+(SIGTERM when this process dies) and watched by a small watchdog process, which kills the group
+and removes the private folder once this process is gone however it ended: a SIGKILL runs no
+handler of ours, and left ~10 MLflow / huey processes (~2.6 GB) and the private folder behind.
 
 Without a token the server is unauthenticated: any process on this machine can read and write the
 store through it. With `--token-env VAR` it listens on a Unix socket in a private folder and
@@ -19,6 +26,7 @@ store through it. With `--token-env VAR` it listens on a Unix socket in a privat
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -114,11 +122,17 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+def server_env() -> dict[str, str]:
+    """This process's environment, with MLflow's job runner off unless the environment says otherwise
+    (the module docstring)."""
+    return {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
+
+
 def start_server(command: list[str], root: Path, private: Path | None) -> subprocess.Popen:
-    """The MLflow server in a process group of its own (its uvicorn and huey children inherit it), told
+    """The MLflow server in a process group of its own (its uvicorn worker inherits it), told
     to die with this process, and watched by `WATCHDOG`, which ends the group and removes `private` once
     this process is gone (a SIGKILL included)."""
-    server = subprocess.Popen(command, cwd=root, start_new_session=True, preexec_fn=_die_with_parent)
+    server = subprocess.Popen(command, cwd=root, env=server_env(), start_new_session=True, preexec_fn=_die_with_parent)
     subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(server.pid), str(private or "")],
                      start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, close_fds=True)
@@ -126,7 +140,7 @@ def start_server(command: list[str], root: Path, private: Path | None) -> subpro
 
 
 def stop_server(server: subprocess.Popen, timeout_s: float = 30) -> None:
-    """SIGTERM to the server's process group (uvicorn, huey consumers), then SIGKILL after `timeout_s`."""
+    """SIGTERM to the server's process group (its uvicorn worker), then SIGKILL after `timeout_s`."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(server.pid, sig)
@@ -189,6 +203,8 @@ def serve(root: Path, tracking_uri: str, port: int | None = None, store: str | N
     socket_path = private / "mlflow.sock" if private else None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops the server too, through `finally`
     server = start_server(server_command(store_uri, root / "mlartifacts", port, socket_path), root, private)
+    client_import = threading.Thread(target=importlib.import_module, args=("mlflow.tracking",), daemon=True)
+    client_import.start()  # while the server starts: ensure_experiments needs MLflow's client
     gate = None
     try:
         if token and socket_path:
