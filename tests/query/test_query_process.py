@@ -121,5 +121,11 @@ def test_rows_kept_in_memory_are_bounded_and_an_early_stop_ends_the_child(projec
     result = query_rows(layout, "SELECT range AS i FROM range(1000000000000)", max_rows=5, timeout_s=0)
     assert result.truncated and result.frame["i"].to_list() == [0, 1, 2, 3, 4]
     assert time.monotonic() - start < 10
-    with pytest.raises(ChildProcessError):  # every child reaped: none left running or a zombie
-        os.waitpid(-1, os.WNOHANG)
+
+
+def test_a_reader_that_stops_early_kills_and_reaps_the_child():
+    with forked_rows(lambda: _fake_stream(lambda: time.sleep(600)), GIB, QueryRefused, "TEST") as rows:
+        pid = rows.pid
+        assert next(iter(rows)).num_rows == 2
+    with pytest.raises(ChildProcessError):  # reaped: neither running nor a zombie
+        os.waitpid(pid, os.WNOHANG)

@@ -175,6 +175,7 @@ def _child(open_stream: Callable[[], AbstractContextManager[Any]], extra_bytes: 
             for batch in stream:
                 for piece in pieces(batch):
                     writer.write_batch(piece)
+                sink.flush()  # each batch reaches the parent now, not when the pipe's buffer fills
     except BrokenPipeError:  # the parent stopped reading: nothing to say
         code = 0
     except MemoryError:
