@@ -30,7 +30,7 @@ def label(ctx: StageContext) -> None:
         if current.height < len(requests):
             raise InputError(
                 f"{layout.answers(name)}: {len(requests) - current.height} of {len(requests)} items have no answer "
-                f"for the current settings of solver {name}; run `dvc repro solve@{name}`"
+                f"for the current settings of solver {name}; run `dvc repro solve` (or `python stages/solve.py --solver {name}`)"
             )
         frames.append(current)
     answers = pl.concat(frames, how="vertical_relaxed")

@@ -50,14 +50,14 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
-def write_timings(ctx: StageContext, label: str, wall: float, cpu: float) -> None:
+def write_timings(ctx: StageContext, stage: str, wall: float, cpu: float) -> None:
     """Write metrics/timings/<stage>.json: wall and CPU seconds and the phases, so `dvc metrics diff` shows a
     slowdown like any other regression, and the numerics the stage's figures were computed under (pins,
     library versions, CPU: `numerics.describe`), which `dlab repro check` compares."""
     from delegation_lab.pipeline.tables import write_json_atomic
 
     write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": dict(ctx.phases),
-                       "numerics": describe()}, ctx.layout.timings(label))
+                       "numerics": describe()}, ctx.layout.timings(stage))
 
 
 def run_stage(
@@ -93,8 +93,7 @@ def run_stage(
                 skip_stage(ctx.layout, name, f"{section or name}.enabled is false in {args.params}")
             else:
                 body(ctx)
-        label = f"{name}@{args.solver}" if getattr(args, "solver", None) else name
-        write_timings(ctx, label, wall.seconds, _cpu_seconds() - cpu)
+        write_timings(ctx, name, wall.seconds, _cpu_seconds() - cpu)
     except ConfigError as e:
         print(f"{name}: {e}", file=sys.stderr)
         sys.exit(2)
