@@ -6,6 +6,11 @@ plots, trajectories, summaries and item-level outcomes for the frontier, and an 
 method x seed (written by a background process while the next method trains). The study is
 `coordinator.contract.CoordinatorStudy`, written by `pipeline.study.write_study`."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import numpy as np
 
 from delegation_lab.coordinator.contract import CoordinatorStudy

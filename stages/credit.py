@@ -7,6 +7,11 @@ The study is `credit.contract.CreditStudy`, written by `pipeline.study.write_stu
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import numpy as np
 
 from delegation_lab.credit.contract import CreditStudy

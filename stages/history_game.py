@@ -2,6 +2,11 @@
 (History Matters §2.3, App. B) and independent Q-learning on the alternating help game without and
 with virtual money transfer (§2.4, §3.3), 20 seeds batched."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 from delegation_lab.games.mlflow_log import log_children
 from delegation_lab.games.plots import plot_curves, plot_equilibria
 from delegation_lab.games.report import solution_json

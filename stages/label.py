@@ -2,6 +2,11 @@
 report (metrics/labels.json), the per-solver summary (metrics/solve.json) and each replayed
 solver's accuracy over the items its cache answers (metrics/replay_accuracy.json)."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import json
 
 import polars as pl

@@ -4,6 +4,11 @@ decisions, and the test tree again with the Verifier's candidate blanked)."""
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import polars as pl
 
 from delegation_lab.margent import study

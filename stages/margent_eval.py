@@ -4,6 +4,11 @@ study is `margent.contract.MargentStudy`, written by `pipeline.study.write_study
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 from delegation_lab.margent.contract import MargentStudy
 from delegation_lab.pipeline.study import run_study_stage
 from delegation_lab.pipeline.stage import StageContext, run_stage

@@ -3,6 +3,11 @@ manager policies, every (ρ, seed) at once."""
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import polars as pl
 
 from delegation_lab.margent import study

@@ -7,6 +7,11 @@ model per router in models/routers/ (`dlab route`); logs MLflow experiment `rout
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 from delegation_lab.pipeline.study import run_study_stage
 from delegation_lab.routers.contract import RoutersStudy
 from delegation_lab.pipeline.stage import run_stage

@@ -8,6 +8,11 @@ whose settings did not change sends nothing when the stage reruns, and `--solver
 solver alone (a driver per endpoint, several at once: docs/scaling.md).
 """
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import argparse
 
 from delegation_lab.data.items import Item, items_from_frame
