@@ -87,9 +87,8 @@ def run_stage(
             make_deterministic()
         ctx = StageContext(name, params, Layout(Path(".")), Tracker(params.tracking), args)
         cpu = _cpu_seconds()
-        study = getattr(params, section or name, None)
         with stopwatch() as wall:
-            if isinstance(study, StudyParams) and not study.enabled:
+            if switched_off(params, name, section):
                 skip_stage(ctx.layout, name, f"{section or name}.enabled is false in {args.params}")
             else:
                 body(ctx)
@@ -100,3 +99,30 @@ def run_stage(
     except (InputError, FileNotFoundError) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         sys.exit(getattr(e, "exit_code", 1))
+
+
+def switched_off(params: Params, name: str, section: str | None = None) -> bool:
+    """Does the stage's study section (`section`, default the stage's name) say `enabled: false`?"""
+    study = getattr(params, section or name, None)
+    return isinstance(study, StudyParams) and not study.enabled
+
+
+def skip_if_disabled(name: str, section: str | None = None) -> None:
+    """A study stage script's first call, after the pins and before its own imports: when the study
+    is switched off, the stage writes its outputs as skipped (`run_stage`, as for any skipped study)
+    and the process exits, without loading the study's code and libraries (torch and the rest: 3-5
+    CPU s a stage, paid by every experiment that switches the study off). Params that do not load
+    are left to `run_stage` to report."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--params", default="params.yaml")
+    try:
+        params = load_params(parser.parse_known_args()[0].params)
+    except (ConfigError, InputError, OSError):
+        return
+    if switched_off(params, name, section):
+        run_stage(name, _switched_off_body, argv=sys.argv[1:], section=section)
+        sys.exit(0)
+
+
+def _switched_off_body(ctx: StageContext) -> None:
+    raise AssertionError(f"stage {ctx.name}: its study is switched off, yet its body ran")
