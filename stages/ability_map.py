@@ -1,6 +1,11 @@
 """Stage `ability_map`: success rate (Wilson interval) and mean cost per solver x difficulty bucket,
 from the ability split only."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import polars as pl
 
 from delegation_lab.ability.maps import build_ability_map

@@ -6,6 +6,15 @@ plots, trajectories, summaries and item-level outcomes for the frontier, and an 
 method x seed (written by a background process while the next method trains). The study is
 `coordinator.contract.CoordinatorStudy`, written by `pipeline.study.write_study`."""
 
+if __name__ == "__main__":  # before the imports below: the pins (a re-executed process loads them once), and a
+    # switched-off study skips without loading them at all
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+    from delegation_lab.pipeline.stage import skip_if_disabled
+
+    skip_if_disabled("coordinator")
+
 import numpy as np
 
 from delegation_lab.coordinator.contract import CoordinatorStudy

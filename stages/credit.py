@@ -7,6 +7,15 @@ The study is `credit.contract.CreditStudy`, written by `pipeline.study.write_stu
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the pins (a re-executed process loads them once), and a
+    # switched-off study skips without loading them at all
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+    from delegation_lab.pipeline.stage import skip_if_disabled
+
+    skip_if_disabled("credit")
+
 import numpy as np
 
 from delegation_lab.credit.contract import CreditStudy

@@ -6,6 +6,11 @@ records the embedder that ran (MiniLM, or the hashing fallback when the package 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import time
 from contextlib import contextmanager
 

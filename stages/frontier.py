@@ -2,6 +2,11 @@
 cost-accuracy frontier (results/frontier.parquet, metrics/frontier.json, plots/frontier/), and the
 baselines' item-level outcomes (results/outcomes/baselines.parquet, the studies' outcome contract)."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import polars as pl
 
 from delegation_lab.evaluation.outcomes import write_outcomes

@@ -2,6 +2,15 @@
 (History Matters §2.3, App. B) and independent Q-learning on the alternating help game without and
 with virtual money transfer (§2.4, §3.3), 20 seeds batched."""
 
+if __name__ == "__main__":  # before the imports below: the pins (a re-executed process loads them once), and a
+    # switched-off study skips without loading them at all
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+    from delegation_lab.pipeline.stage import skip_if_disabled
+
+    skip_if_disabled("history_game")
+
 from delegation_lab.games.mlflow_log import log_children
 from delegation_lab.games.plots import plot_curves, plot_equilibria
 from delegation_lab.games.report import solution_json

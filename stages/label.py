@@ -2,6 +2,11 @@
 report (metrics/labels.json), the per-solver summary (metrics/solve.json) and each replayed
 solver's accuracy over the items its cache answers (metrics/replay_accuracy.json)."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 import json
 
 import polars as pl
@@ -33,7 +38,7 @@ def label(ctx: StageContext) -> None:
         if current.height < len(requests):
             raise InputError(
                 f"{layout.answers(name)}: {len(requests) - current.height} of {len(requests)} items have no answer "
-                f"for the current settings of solver {name}; run `dvc repro solve@{name}`"
+                f"for the current settings of solver {name}; run `dvc repro solve` (or `python stages/solve.py --solver {name}`)"
             )
         frames.append(current)
     answers = pl.concat(frames, how="vertical_relaxed")

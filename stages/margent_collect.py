@@ -4,6 +4,15 @@ decisions, and the test tree again with the Verifier's candidate blanked)."""
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the pins (a re-executed process loads them once), and a
+    # switched-off study skips without loading them at all
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+    from delegation_lab.pipeline.stage import skip_if_disabled
+
+    skip_if_disabled("margent_collect", section="margent")
+
 import polars as pl
 
 from delegation_lab.margent import study

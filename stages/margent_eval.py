@@ -4,6 +4,15 @@ study is `margent.contract.MargentStudy`, written by `pipeline.study.write_study
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the pins (a re-executed process loads them once), and a
+    # switched-off study skips without loading them at all
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+    from delegation_lab.pipeline.stage import skip_if_disabled
+
+    skip_if_disabled("margent_eval", section="margent")
+
 from delegation_lab.margent.contract import MargentStudy
 from delegation_lab.pipeline.study import run_study_stage
 from delegation_lab.pipeline.stage import StageContext, run_stage

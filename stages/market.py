@@ -10,6 +10,15 @@ run per cell x seed. The study is `market.contract.MarketStudy`, written by
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the imports below: the pins (a re-executed process loads them once), and a
+    # switched-off study skips without loading them at all
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+    from delegation_lab.pipeline.stage import skip_if_disabled
+
+    skip_if_disabled("market")
+
 from delegation_lab.market.contract import MarketStudy
 from delegation_lab.pipeline.study import run_study_stage
 from delegation_lab.pipeline.stage import run_stage

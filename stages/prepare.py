@@ -1,5 +1,10 @@
 """Stage `prepare`: build the configured dataset's items and write data/items/{split}.parquet."""
 
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
+
 from delegation_lab.data import build_items
 from delegation_lab.data.items import items_frame
 from delegation_lab.pipeline.schemas import SPLITS

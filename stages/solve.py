@@ -1,8 +1,21 @@
-"""Stage `solve@<solver>`: answer every item once with one solver, through the resumable cache."""
+"""Stage `solve`: answer every item once with every solver of params.yaml, each through its own
+resumable cache, in one process.
+
+One stage and one process for all solvers (issue 43): a process start and DVC's bookkeeping cost
+seconds per stage, more than replaying a cached solver's answers; a stage per solver made a
+40-model experiment mostly start-up. Each solver keeps its own cache, lock and journal, so a solver
+whose settings did not change sends nothing when the stage reruns, and `--solver NAME` runs one
+solver alone (a driver per endpoint, several at once: docs/scaling.md).
+"""
+
+if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
+    from delegation_lab.pipeline.numerics import pin_numerics
+
+    pin_numerics()
 
 import argparse
 
-from delegation_lab.data.items import items_from_frame
+from delegation_lab.data.items import Item, items_from_frame
 from delegation_lab.errors import InputError
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.solvers import build_solver
@@ -15,21 +28,42 @@ from delegation_lab.pipeline.tables import read_items, write_json_atomic
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--solver", required=True, help="solver name (a key of params.yaml `solvers`)")
+    parser.add_argument(
+        "--solver", action="append", metavar="NAME",
+        help="solve only this solver (a key of params.yaml `solvers`; repeatable; default: every solver)",
+    )
     parser.add_argument("--retry-errors", action="store_true", help="send cached error rows to the backend again")
     parser.add_argument(
         "--lock-wait", type=float, default=None, metavar="SECONDS",
-        help="when another process fills this solver's cache, wait at most this long (default: until it is done)",
+        help="when another process fills a solver's cache, wait at most this long (default: until it is done)",
     )
 
 
 def solve(ctx: StageContext) -> None:
-    """Fill the answer cache of one solver for every item of every split."""
-    name = ctx.args.solver
-    if name not in ctx.params.solvers:
-        raise InputError(f"--solver {name!r} is not in params.yaml solvers (have: {', '.join(ctx.params.solvers)})")
-    params = ctx.params.solvers[name]
+    """Fill the answer cache of every solver (or the `--solver` ones) for every item of every split."""
+    names = ctx.args.solver or list(ctx.params.solvers)
+    unknown = [n for n in names if n not in ctx.params.solvers]
+    if unknown:
+        raise InputError(f"--solver {', '.join(map(repr, unknown))} not in params.yaml solvers "
+                         f"(have: {', '.join(ctx.params.solvers)})")
     items = items_from_frame(read_items(ctx.layout))
+    failed: list[InputError] = []
+    for name in names:
+        with ctx.phase(name):
+            try:
+                solve_one(ctx, name, items)
+            except InputError as e:  # the other solvers still fill their caches; the stage fails below
+                print(f"solve@{name}: error: {e}")
+                failed.append(e)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise InputError(f"{len(failed)} of {len(names)} solvers failed: " + "; ".join(map(str, failed)))
+
+
+def solve_one(ctx: StageContext, name: str, items: list[Item]) -> None:
+    """One solver's cache filled; its run written to metrics/solve_runs/<name>.json."""
+    params = ctx.params.solvers[name]
     solver = build_solver(name, params)
     cache = AnswerCache(ctx.layout.answers(name), ctx.layout.journal(name))
     requests = [solver.request(item) for item in items]

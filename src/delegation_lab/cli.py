@@ -166,7 +166,7 @@ def import_cache(
     match our items by question text (unmatched counted, with examples), each model's imported
     accuracy over distinct questions and our labeler's where a gold is known (the cache's own, else
     the matching item's), and the params.yaml `solvers` entries that replay it, with a TODO where
-    each price belongs (then `dvc repro` imports it through solve@<name>). A RouterBench pickle is
+    each price belongs (then `dvc repro` imports it through the `solve` stage). A RouterBench pickle is
     loaded only with --trust-pickle: unpickling runs arbitrary code. A cache whose estimated memory
     is over --max-memory-gb is refused before it is read; bad numbers, duplicated columns and
     non-UTF-8 bytes are refused naming the file, row and column."""

@@ -105,7 +105,7 @@ def test_a_cache_missing_train_items_is_refused(tmp_path):
     write_parquet_atomic(answers.filter(~pl.col("item_id").is_in(train_ids.implode())), layout.answers("B"))
     with pytest.raises(InputError) as e:
         prepare_inputs(small_params(), SOLVERS, None, layout)
-    assert "B.parquet" in str(e.value) and "5 of 160 train items" in str(e.value) and "solve@B" in str(e.value)
+    assert "B.parquet" in str(e.value) and "5 of 160 train items" in str(e.value) and "stages/solve.py --solver B" in str(e.value)
 
 
 def test_the_stage_exits_2_naming_the_route_at_the_params_check(tmp_path):

@@ -16,7 +16,7 @@ from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 from delegation_lab.pipeline.skip import skip_reason, skip_stage
 
-from tests.conftest import REPO, make_project, stage_here
+from tests.conftest import BIN, REPO, make_project, run, stage_here
 
 EXPERIMENTS = sorted(p for p in (REPO / "experiments").iterdir() if (p / "params.yaml").exists())
 
@@ -32,6 +32,19 @@ def test_no_stage_is_defined_twice():
     for path in files:
         if path != REPO / "dvc.yaml":
             assert path.is_symlink() and path.resolve() == (REPO / "dvc.yaml").resolve(), f"{path} is a copy, not a link"
+
+
+@pytest.mark.parametrize("folder", [REPO, *EXPERIMENTS], ids=lambda p: p.name)
+def test_a_lock_file_holds_only_the_dag_s_stages(folder: Path):
+    """`dvc repro` never drops the entry of a stage the DAG no longer has, and every `dvc` command
+    parses the whole lock file (pure-Python YAML, seconds per stage on a 40-model experiment's): a
+    renamed or merged stage's entries are deleted from dvc.lock, not left to slow every run."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    names = {name for name, stage in stages.items() if "foreach" not in stage}
+    looped = {f"{name}@" for name, stage in stages.items() if "foreach" in stage}
+    locked = yaml.safe_load((folder / "dvc.lock").read_text())["stages"]
+    stale = sorted(s for s in locked if s not in names and not s.startswith(tuple(looped)))
+    assert not stale, f"{folder.name}/dvc.lock: entries of stages the DAG no longer has: {', '.join(stale)}"
 
 
 def dag_param_keys() -> set[str]:
@@ -117,3 +130,20 @@ def test_a_disabled_study_skips_without_running(tmp_path: Path):
     assert skip_reason(layout.metrics("credit"))
     assert pl.read_parquet(layout.summaries("credit")).height == 0
     assert json.loads(layout.timings("credit").read_text())["cpu_seconds"] < 30  # CPU: a busy machine stretches wall time
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("stage", "section", "study"), [("credit", "credit", "delegation_lab.credit.contract"),
+                                                     ("margent_train", "margent", "delegation_lab.margent.study")])
+def test_a_disabled_study_s_process_never_loads_the_study(tmp_path: Path, stage: str, section: str, study: str):
+    """Its script skips before its own imports (stage.skip_if_disabled): no torch, no study code (its
+    params model is loaded with every params file)."""
+    root = make_project(tmp_path / "p")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params[section]["enabled"] = False
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = run([str(BIN / "python"), "-X", "importtime", f"stages/{stage}.py"], root)
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert f"{stage}: skipped: {section}.enabled is false" in proc.stdout
+    assert "torch" not in imported and study not in imported
+    assert skip_reason(Layout(root).metrics(stage))

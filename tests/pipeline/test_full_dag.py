@@ -17,8 +17,7 @@ from tests.conftest import BIN, REPO, run
 def test_full_dag_on_the_smoke_profile(smoke_dag):
     project, out = smoke_dag  # the session's `dvc repro` of the whole DAG in a fresh project
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    expected = {f"solve@{s}" for s in "ABC"} | {name for name in stages if name != "solve"}
-    assert set(re.findall(r"Running stage '([^']+)'", out)) == expected
+    assert set(re.findall(r"Running stage '([^']+)'", out)) == set(stages)
 
     summary_studies = {p.stem for p in (project / "results" / "summaries").glob("*.parquet")}
     frontier = pl.read_parquet(project / "results" / "frontier.parquet")

@@ -15,7 +15,7 @@ from delegation_lab.pipeline.schemas import ABILITY_MAP_SCHEMA, ANSWERS_SCHEMA, 
 
 from tests.conftest import BIN, copy_project, ran, run, upstream
 
-STAGES = ["prepare", "solve@A", "solve@B", "solve@C", "label", "ability_map"]
+STAGES = ["prepare", "solve", "label", "ability_map"]
 
 
 @pytest.mark.slow
@@ -82,7 +82,7 @@ def test_repro_writes_every_contract(smoke_dag, tmp_path):
 
 
 @pytest.mark.slow
-def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(smoke_dag, tmp_path):
+def test_second_repro_is_a_noop_and_one_solver_change_sends_only_its_requests(smoke_dag, tmp_path):
     project = copy_project(smoke_dag[0], tmp_path / "p")
     cache = project / "src" / "delegation_lab" / "data" / "__pycache__"  # as running Python leaves it
     cache.mkdir(exist_ok=True)
@@ -95,9 +95,13 @@ def test_second_repro_is_a_noop_and_one_solver_change_reruns_only_it(smoke_dag, 
     raw["solvers"]["B"]["simulated"]["tokens_out_base"] = 160
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     changed = run([str(BIN / "dvc"), "repro", "ability_map"], project).stdout
-    assert ran(changed) == {"solve@B", "label", "ability_map"}
-    runs = {s: json.loads((project / "metrics" / "solve_runs" / f"{s}.json").read_text()) for s in "AB"}
+    assert ran(changed) == {"solve", "label", "ability_map"}
+    runs = {s: json.loads((project / "metrics" / "solve_runs" / f"{s}.json").read_text()) for s in "ABC"}
     assert runs["B"]["backend_calls"] == 1300  # the changed settings are new requests
+    assert runs["A"]["backend_calls"] == runs["C"]["backend_calls"] == 0  # the unchanged solvers send nothing
+    assert runs["A"]["cached"] == 1300
+    phases = json.loads((project / "metrics" / "timings" / "solve.json").read_text())["phases"]
+    assert set(phases) == {"A", "B", "C"}  # each solver's seconds within the one stage
     answers_b = pl.read_parquet(project / "data" / "answers" / "B.parquet")
     assert answers_b.height == 2600  # the old answers stay cached under their own request hash
     labels = pl.read_parquet(project / "data" / "labels.parquet")
@@ -112,4 +116,4 @@ def test_label_stage_refuses_an_incomplete_cache(smoke_dag, tmp_path):
     proc = run([str(BIN / "python"), "stages/label.py"], project, check=False)
     assert proc.returncode == 1
     assert "items have no answer for the current settings of solver C" in proc.stderr
-    assert "dvc repro solve@C" in proc.stderr
+    assert "dvc repro solve" in proc.stderr and "stages/solve.py --solver C" in proc.stderr

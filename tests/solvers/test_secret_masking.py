@@ -133,7 +133,7 @@ def test_dvc_repro_keeps_the_key_out_of_dvc_cache_and_mlflow(server, tmp_path, m
     }
     raw["tracking"]["enabled"] = True
     (project / "params.yaml").write_text(yaml.safe_dump(raw))
-    proc = run([str(BIN / "dvc"), "repro", "solve@A"], project)
+    proc = run([str(BIN / "dvc"), "repro", "solve"], project)
     assert server.calls == 12
     assert (project / "mlflow.db").exists() and any((project / ".dvc" / "cache").rglob("*"))
     assert not leaks(proc.stdout + proc.stderr)

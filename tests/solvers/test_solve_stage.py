@@ -91,6 +91,34 @@ def test_a_solve_where_every_request_failed_exits_non_zero_with_the_counts(serve
     assert json.loads((project / "metrics" / "solve_runs" / "A.json").read_text())["answered"] == 9
 
 
+def test_one_stage_fills_every_solver_and_a_failing_one_stops_none_of_the_others(server, tmp_path, capsys):
+    server.mode, server.status, server.fail_first = "status", 401, 10**6
+    project = write_project(tmp_path / "p", server.url)  # A on the failing endpoint, B and C simulated
+    assert stage_in(project, "solve", []) == 1
+    err = capsys.readouterr().err
+    assert "solver A: 0 of 9 items answered" in err and "solver B" not in err and len(err.strip().splitlines()) == 1
+    runs = {s: json.loads((project / "metrics" / "solve_runs" / f"{s}.json").read_text()) for s in "ABC"}
+    assert [runs[s]["answered"] for s in "ABC"] == [0, 9, 9]
+    for s in "BC":
+        assert pl.read_parquet(project / "data" / "answers" / f"{s}.parquet").height == 9
+    assert not (project / "metrics" / "timings" / "solve.json").exists()  # a failed stage writes no timings
+
+    server.fail_first = 0  # the endpoint is back: the rerun sends A's errors again and nothing of B or C
+    assert stage_in(project, "solve", ["--retry-errors"]) == 0
+    runs = {s: json.loads((project / "metrics" / "solve_runs" / f"{s}.json").read_text()) for s in "ABC"}
+    assert [(runs[s]["answered"], runs[s]["backend_calls"]) for s in "ABC"] == [(9, 9), (9, 0), (9, 0)]
+    timings = json.loads((project / "metrics" / "timings" / "solve.json").read_text())
+    assert set(timings["phases"]) == {"A", "B", "C"}
+
+
+def test_an_unknown_solver_is_one_line_naming_the_known_ones(server, tmp_path, capsys):
+    project = write_project(tmp_path / "p", server.url)
+    assert stage_in(project, "solve", ["--solver", "B", "--solver", "Z"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == "solve: error: --solver 'Z' not in params.yaml solvers (have: A, B, C)"
+    assert not (project / "metrics" / "solve_runs").exists()  # refused before any solver ran
+
+
 @pytest.mark.parametrize(("share", "code"), [(0.0, 0), (0.5, 0), (0.9, 1)])
 def test_min_success_share_sets_the_bar_for_a_partial_run(server, tmp_path, capsys, share, code):
     server.mode, server.status, server.fail_first = "status", 400, 3  # 3 of 9 fail, not retried

@@ -84,7 +84,7 @@ def test_two_queued_experiments_with_j2_land_in_the_served_store(tmp_path: Path)
         wait_for(lambda: "experiments ready" in log.read_text() or server.poll() is not None, 240, "the server")
         assert server.poll() is None, log.read_text()
         for name, skill in SKILLS.items():
-            run([dvc, "exp", "run", "--queue", "solve@A", "--name", name, "-S", f"solvers.A.simulated.skill={skill}"],
+            run([dvc, "exp", "run", "--queue", "solve", "--name", name, "-S", f"solvers.A.simulated.skill={skill}"],
                 project)
         run([dvc, "queue", "start", "-j", "2"], project)
 

@@ -82,7 +82,7 @@ def _wide(labeled: pl.DataFrame, split: str, solvers: list[str], layout: Layout)
             raise InputError(
                 f"{layout.answers(solver)}: solver {solver!r} has no labeled answer for {missing.height} of "
                 f"{items.height} {split} items (e.g. {missing['item_id'].head(3).to_list()}); "
-                f"run `dvc repro solve@{solver} label`"
+                f"run `dvc repro solve label` (or `python stages/solve.py --solver {solver}`)"
             )
         correct[:, j] = rows["correct"].to_numpy()
         cost[:, j] = rows["cost_usd"].fill_null(0.0).to_numpy()

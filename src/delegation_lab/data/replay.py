@@ -5,7 +5,7 @@ One item per distinct (normalised) question of the cache. Its gold is the GSM8K 
 multiple-choice question and the matcher that grades it: zeroeval; our labeler grades the replies
 against it), else unknown: the replayed answers bring their own correctness labels (label method
 `imported`). With this a user who has only a cache runs the whole pipeline: prepare (dataset
-replay) -> solve@X (backend replay) -> label.
+replay) -> solve (solvers with backend replay) -> label.
 
 Each item's difficulty comes from, in this order: the GSM8K question it matches (`gsm8k_path`: its
 number of solution steps, and its gold), the cache's `difficulty_column`, or the item's domain

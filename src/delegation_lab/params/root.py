@@ -217,7 +217,7 @@ class Params(ParamsModel):
     data: DataParams = DataParams()
     """Datasets and splits (stage `prepare`)."""
     solvers: dict[str, SolverParams]
-    """Frozen solvers by name (one `solve@<name>` stage each)."""
+    """Frozen solvers by name (stage `solve` answers every item with each, one answer cache per solver)."""
     label: LabelParams
     """Offline correctness labels (stage `label`)."""
     ability_map: AbilityMapParams = AbilityMapParams()

@@ -155,7 +155,7 @@ class Layout:
         return self.metrics_dir / "timings" / f"{label}.json"
 
     def solve_run(self, solver: str) -> Path:
-        """Backend calls and errors of the last `solve@<solver>` run."""
+        """Backend calls and errors of the solver's last run in stage `solve`."""
         return self.metrics_dir / "solve_runs" / f"{solver}.json"
 
     def plots(self, study: str) -> Path:

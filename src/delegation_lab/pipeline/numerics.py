@@ -26,7 +26,9 @@ computes. The cost: MKL's COMPATIBLE branch is SSE-class code, about 2x the CPU 
 on a GEMM-bound training loop (`python -m benchmarks numerics_pin`). On a CPU without AVX2 the
 libraries fall back to narrower code and the figures are not guaranteed to match. The libraries
 read these variables when they load, so `pin_numerics` re-executes the stage's process with them
-set when they are not already: one place, at the start of every stage (`stage.run_stage`).
+set when they are not already: first thing in every stage script, before its imports (a re-executed
+process would otherwise load its libraries twice: half a CPU second a stage), and again in
+`stage.run_stage` for a stage started any other way.
 Elsewhere than x86-64 the variables do not apply and nothing is pinned.
 """
 
@@ -74,8 +76,9 @@ def pinned_environ(environ: dict[str, str]) -> dict[str, str]:
 
 def pin_numerics() -> None:
     """Re-execute this process under `PINNED_ENV` unless it already runs under it. Call it first
-    thing in a stage's process (`run_stage` does), before the stage's work: the libraries it
-    imported so far read their variables at load, so only a fresh process takes the pins."""
+    thing in a stage's process (every stage script does, before its imports; `run_stage` again),
+    before the stage's work: the libraries it imported so far read their variables at load, so only
+    a fresh process takes the pins."""
     if not applies() or pinned() or os.environ.get(_MARK) or not _started_as_this_script():
         return
     env = pinned_environ(dict(os.environ))

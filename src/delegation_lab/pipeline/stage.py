@@ -50,14 +50,14 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
-def write_timings(ctx: StageContext, label: str, wall: float, cpu: float) -> None:
+def write_timings(ctx: StageContext, stage: str, wall: float, cpu: float) -> None:
     """Write metrics/timings/<stage>.json: wall and CPU seconds and the phases, so `dvc metrics diff` shows a
     slowdown like any other regression, and the numerics the stage's figures were computed under (pins,
     library versions, CPU: `numerics.describe`), which `dlab repro check` compares."""
     from delegation_lab.pipeline.tables import write_json_atomic
 
     write_json_atomic({"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "phases": dict(ctx.phases),
-                       "numerics": describe()}, ctx.layout.timings(label))
+                       "numerics": describe()}, ctx.layout.timings(stage))
 
 
 def run_stage(
@@ -87,17 +87,42 @@ def run_stage(
             make_deterministic()
         ctx = StageContext(name, params, Layout(Path(".")), Tracker(params.tracking), args)
         cpu = _cpu_seconds()
-        study = getattr(params, section or name, None)
         with stopwatch() as wall:
-            if isinstance(study, StudyParams) and not study.enabled:
+            if switched_off(params, name, section):
                 skip_stage(ctx.layout, name, f"{section or name}.enabled is false in {args.params}")
             else:
                 body(ctx)
-        label = f"{name}@{args.solver}" if getattr(args, "solver", None) else name
-        write_timings(ctx, label, wall.seconds, _cpu_seconds() - cpu)
+        write_timings(ctx, name, wall.seconds, _cpu_seconds() - cpu)
     except ConfigError as e:
         print(f"{name}: {e}", file=sys.stderr)
         sys.exit(2)
     except (InputError, FileNotFoundError) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         sys.exit(getattr(e, "exit_code", 1))
+
+
+def switched_off(params: Params, name: str, section: str | None = None) -> bool:
+    """Does the stage's study section (`section`, default the stage's name) say `enabled: false`?"""
+    study = getattr(params, section or name, None)
+    return isinstance(study, StudyParams) and not study.enabled
+
+
+def skip_if_disabled(name: str, section: str | None = None) -> None:
+    """A study stage script's first call, after the pins and before its own imports: when the study
+    is switched off, the stage writes its outputs as skipped (`run_stage`, as for any skipped study)
+    and the process exits, without loading the study's code and libraries (torch and the rest: 3-5
+    CPU s a stage, paid by every experiment that switches the study off). Params that do not load
+    are left to `run_stage` to report."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--params", default="params.yaml")
+    try:
+        params = load_params(parser.parse_known_args()[0].params)
+    except (ConfigError, InputError, OSError):
+        return
+    if switched_off(params, name, section):
+        run_stage(name, _switched_off_body, argv=sys.argv[1:], section=section)
+        sys.exit(0)
+
+
+def _switched_off_body(ctx: StageContext) -> None:
+    raise AssertionError(f"stage {ctx.name}: its study is switched off, yet its body ran")

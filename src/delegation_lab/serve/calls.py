@@ -1,5 +1,5 @@
 """One solver answering one served request, through the backend `solve` uses, so a served answer is
-the same row a `solve@<solver>` run makes: the same request hash (the `chat` prompt template over
+the same row the `solve` stage makes for that solver: the same request hash (the `chat` prompt template over
 the client's conversation), masked, parsed and priced by `Solver.answers_for`.
 
 Remote backends (`openai_compat`: their own retries, per-attempt deadline and Retry-After handling
