@@ -156,7 +156,7 @@ def test_a_zeroeval_reply_nested_100k_deep_names_file_record_and_depth(tmp_path)
     reply = '{"a": ' * DEEP + "1" + "}" * DEEP
     path.write_text(json.dumps([{"id": "gsm8k-main-test-#0", "question": "q", "answer": "# 1", "output": [reply]}]))
     proc = dlab_import(tmp_path, path, "zeroeval")
-    assert_one_line(proc, 2, f"{path}: record 0 (gsm8k-main-test-#0): the reply (output[0]): JSON nested {DEEP} levels deep")
+    assert_one_line(proc, 2, f"{path}: record 0 (gsm8k-main-test-#0): the reply: JSON nested {DEEP} levels deep")
 
 
 def test_the_depth_scan_skips_brackets_inside_strings():
