@@ -180,7 +180,8 @@ def frontier_summary(metrics_path: Path) -> dict[str, Any] | None:
 
 
 def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None) -> pl.DataFrame:
-    """One row per method of metrics/frontier.json (AIQ, APGR, CPT levels, best accuracy), best AIQ
+    """One row per method of metrics/frontier.json (AIQ, APGR, CPT levels, best accuracy, and where a
+    solver's hidden reasoning tokens are estimated, the solvers a method's cost rests on), best AIQ
     first; `keys` (method for baselines, study/method for studies) limits the rows."""
     rows = []
     for key, m in (summary.get("methods") or {}).items():
@@ -197,6 +198,8 @@ def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None
         for name in sorted(k for k in m if k.startswith("cpt")):
             row[name.upper()] = m[name]
         row["operating points"] = m.get("operating_points")
+        if summary.get("estimated_reasoning_tokens"):  # frontier/estimates.py: whose hidden tokens are estimated
+            row["cost rests on estimated tokens of"] = ", ".join(m.get("cost_rests_on_estimated_tokens") or []) or None
         rows.append(row)
     if not rows:
         return pl.DataFrame()

@@ -223,6 +223,11 @@ if summary and dataset == main_dataset:
         f"as a fraction of the strong solver's, that recovers x of the gap."
         + (f" Cost interval: ${interval[0]:.3g} – ${interval[1]:.3g} per item." if None not in interval else "")
     )
+    estimated = summary.get("estimated_reasoning_tokens") or {}
+    if estimated:
+        st.warning("Estimated cost: " + "; ".join(
+            f"`{solver}` bills {e['reasoning_tokens_per_item']} hidden reasoning tokens per answer ({e['source']})"
+            for solver, e in estimated.items()) + ". Methods whose cost rests on them are named in the last column.")
     if table.height:
         st.dataframe(table, hide_index=True, width="stretch", key="methods_table", height=min(36 * (table.height + 1) + 3, 720),
                      column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("AIQ", "APGR", "best accuracy")})
