@@ -27,20 +27,27 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def compact_files(files: list[Path], out: Path, keep: tuple[str, ...], upstream: str) -> list[str]:
+    """Each result file less the fields not in `keep`, gzipped into `out`; their SHA256SUMS lines (the
+    upstream file as `<upstream>/<name>`, then the written one). zeroeval_math's compact.py uses it too."""
+    out.mkdir(exist_ok=True)
+    sums = []
+    for path in files:
+        records = json.loads(path.read_text())
+        compact = [{key: record[key] for key in keep if key in record} for record in records]
+        target = out / f"{path.stem}.json.gz"
+        # mtime=0: the same input gives byte-identical output
+        target.write_bytes(gzip.compress(json.dumps(compact, ensure_ascii=False).encode(), 9, mtime=0))
+        sums.append(f"{sha256(path)}  {upstream}/{path.name}")
+        sums.append(f"{sha256(target)}  {target.name}")
+    return sums
+
+
 def main(source: Path) -> None:
     files = sorted((source / "gsm").glob("*.json"))
     if not files:
         sys.exit(f"{source / 'gsm'}: no <model>.json result files")
-    OUT.mkdir(exist_ok=True)
-    sums = []
-    for path in files:
-        records = json.loads(path.read_text())
-        compact = [{key: record[key] for key in KEEP if key in record} for record in records]
-        target = OUT / f"{path.stem}.json.gz"
-        # mtime=0: the same input gives byte-identical output
-        target.write_bytes(gzip.compress(json.dumps(compact, ensure_ascii=False).encode(), 9, mtime=0))
-        sums.append(f"{sha256(path)}  upstream/gsm/{path.name}")
-        sums.append(f"{sha256(target)}  {target.name}")
+    sums = compact_files(files, OUT, KEEP, "upstream/gsm")
     for name in ("LICENSE",):
         shutil.copyfile(source / name, OUT / name)
     (OUT / "SHA256SUMS").write_text("\n".join(sums) + "\n")

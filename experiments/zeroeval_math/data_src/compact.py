@@ -13,38 +13,27 @@ SHA256SUMS lists the sha256 of every upstream file this copy was made from
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
 
+_spec = importlib.util.spec_from_file_location("gsm_compact", Path(__file__).parent / "../../zeroeval_gsm8k/data_src/compact.py")
+GSM = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(GSM)  # the GSM8K experiment's compaction, the one way both copies are made
+
 KEEP = ("session_id", "id", "problem", "answer", "output", "generator", "dataset")
 OUT = Path(__file__).parent / "zeroeval_math"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def main(upstream: Path) -> None:
     files = sorted((upstream / "result_dirs" / "math-l5").glob("*.json"))
     if not files:
         sys.exit(f"{upstream / 'result_dirs' / 'math-l5'}: no <model>.json result files")
-    OUT.mkdir(exist_ok=True)
-    sums = []
-    for path in files:
-        records = json.loads(path.read_text())
-        compact = [{key: record[key] for key in KEEP if key in record} for record in records]
-        target = OUT / f"{path.stem}.json.gz"
-        # mtime=0: the same input gives byte-identical output
-        target.write_bytes(gzip.compress(json.dumps(compact, ensure_ascii=False).encode(), 9, mtime=0))
-        sums.append(f"{sha256(path)}  upstream/result_dirs/math-l5/{path.name}")
-        sums.append(f"{sha256(target)}  {target.name}")
+    sums = GSM.compact_files(files, OUT, KEEP, "upstream/result_dirs/math-l5")
     summary = upstream / "result_dirs" / "math-l5.summary.json"
     shutil.copyfile(summary, OUT.parent / summary.name)
-    sums.append(f"{sha256(summary)}  upstream/result_dirs/{summary.name} (../{summary.name})")
+    sums.append(f"{GSM.sha256(summary)}  upstream/result_dirs/{summary.name} (../{summary.name})")
     shutil.copyfile(upstream / "LICENSE", OUT / "LICENSE")
     (OUT / "SHA256SUMS").write_text("\n".join(sums) + "\n")
     print(f"{len(files)} models -> {OUT} ({sum(p.stat().st_size for p in OUT.glob('*.gz')) / 1e6:.1f} MB)")
