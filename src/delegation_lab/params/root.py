@@ -245,8 +245,9 @@ class Params(ParamsModel):
     embed: EmbedParams = EmbedParams()
     """Question embeddings and text features of every item (stage `embed`)."""
     routers: RoutersParams = RoutersParams()
-    """The field's standard routers: kNN, MLP, MF, cluster, threshold, learned cascade (stage `routers`),
-    routing among every solver in `solvers`, however many (no count is refused)."""
+    """The field's routers, every one registered in `routers.ROUTERS` (kNN, MLP, MF, cluster, threshold,
+    learned cascade, RouterDC, Avengers-Pro, ...; stage `routers`), routing among every solver in
+    `solvers`, however many (no count is refused)."""
     limits: LimitsParams = LimitsParams()
     """Memory and work bounds every study's params are checked against when they load (docs/scaling.md)."""
 

@@ -1,7 +1,12 @@
-"""Cluster router, as Avengers-Pro: k-means on the question embeddings of the training items; per
-cluster, each solver's accuracy and mean cost; each is min-max normalised across the solvers of the
-cluster, and a question goes to the argmax of alpha * accuracy~ + (1 - alpha) * (1 - cost~) in its
-nearest cluster. alpha = 1 is pure performance, alpha = 0 pure thrift."""
+"""Cluster router: the single-nearest-cluster form of Avengers-Pro. k-means on the question
+embeddings of the training items; per cluster, each solver's accuracy and mean cost, each min-max
+normalised across the solvers of that cluster (the paper's normalisation); a question goes to the
+argmax of alpha * accuracy~ + (1 - alpha) * (1 - cost~) in its one nearest cluster. alpha = 1 is
+pure performance, alpha = 0 pure thrift.
+
+`avengers_pro` (routers/avengers_pro.py) is the paper's router: the same profiles, but a question
+sums the scores of its top-p nearest clusters. It subclasses this one and changes only
+`cluster_weights`; with top_p = 1 the two choose alike (a test checks)."""
 
 from __future__ import annotations
 
@@ -30,8 +35,13 @@ def kmeans(x: np.ndarray, k: int, iterations: int, rng: np.random.Generator) -> 
     return c
 
 
+def sq_distances(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """[n, k] squared Euclidean distances less each row's own |x|^2 (no order or softmax sees it)."""
+    return (centres**2).sum(axis=1)[None, :] - 2.0 * (x @ centres.T)
+
+
 def nearest(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    return ((centres**2).sum(axis=1)[None, :] - 2.0 * (x @ centres.T)).argmin(axis=1)
+    return sq_distances(x, centres).argmin(axis=1)
 
 
 def _minmax(v: np.ndarray) -> np.ndarray:
@@ -57,15 +67,19 @@ class ClusterRouter(Router):
         self.cluster_accuracy = np.where(empty[:, None], correct.mean(axis=0), acc / np.maximum(counts, 1)[:, None])
         self.cluster_cost = np.where(empty[:, None], cost.mean(axis=0), cst / np.maximum(counts, 1)[:, None])
 
-    def predict(self, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    def cluster_weights(self, x: Inputs) -> np.ndarray:
+        """[n, k]: how much each cluster's profile counts for each question (here: 1 for its nearest)."""
         c = nearest(np.asarray(x.embedding, dtype=np.float32), self.centres)
-        return self.cluster_accuracy[c], self.cluster_cost[c]
+        return (c[:, None] == np.arange(self.centres.shape[0])[None, :]).astype(float)
+
+    def predict(self, x: Inputs) -> tuple[np.ndarray, np.ndarray]:
+        w = self.cluster_weights(x)
+        return w @ self.cluster_accuracy, w @ self.cluster_cost
 
     def _choose(self, x: Inputs, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        c = nearest(np.asarray(x.embedding, dtype=np.float32), self.centres)
-        score = alpha * _minmax(self.cluster_accuracy) + (1 - alpha) * (1 - _minmax(self.cluster_cost))
-        best = score.argmax(axis=1)  # per cluster
-        return best[c], self.cluster_accuracy[c], self.cluster_cost[c]
+        w = self.cluster_weights(x)
+        score = alpha * _minmax(self.cluster_accuracy) + (1 - alpha) * (1 - _minmax(self.cluster_cost))  # [k, S]
+        return (w @ score).argmax(axis=1), w @ self.cluster_accuracy, w @ self.cluster_cost
 
     def evaluate(self, x, item_ids, correct, cost, knob, verifier, seed) -> Outcome:
         chosen, acc, _ = self._choose(x, knob)

@@ -3,6 +3,8 @@ registered in `routers.ROUTERS`), each with the sweep of its cost knob; the vali
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from delegation_lab.params.model import ParamsModel, StudyParams
@@ -60,7 +62,7 @@ class MfParams(ParamsModel):
 
 class ClusterParams(ParamsModel):
     clusters: int = Field(16, gt=0)
-    """k-means clusters of the question embeddings (Avengers-Pro)."""
+    """k-means clusters of the question embeddings."""
     iterations: int = Field(50, ge=1)
     """Lloyd iterations of k-means (k-means++ start)."""
     sweep: list[float] = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0], min_length=1)
@@ -71,6 +73,60 @@ class ClusterParams(ParamsModel):
         if any(not 0 <= a <= 1 for a in self.sweep):
             raise ValueError("sweep: every alpha must lie in [0, 1]")
         return self
+
+
+class AvengersProParams(ClusterParams):
+    top_p: int = Field(3, gt=0)
+    """Nearest clusters whose performance-efficiency scores a question sums (the paper's top-p;
+    the released code's balance config uses 3); 1 = the `cluster` router."""
+    beta: float = Field(0.0, ge=0)
+    """0 = the top-p clusters count equally (the paper's sum); > 0 = weighted by softmax(-beta *
+    squared distance) over them, as the released code weights its clusters (beta = 9 there)."""
+
+    @model_validator(mode="after")
+    def _top_p(self) -> AvengersProParams:
+        if self.top_p > self.clusters:
+            raise ValueError(f"top_p: {self.top_p} nearest clusters asked of {self.clusters} clusters")
+        return self
+
+
+class RouterDcParams(ParamsModel):
+    hidden: int = Field(128, ge=1)
+    """Hidden width of the query encoder (an MLP on the frozen question embedding; the paper
+    fine-tunes mDeBERTa)."""
+    dim: int = Field(64, ge=2)
+    """Dimension of the encoder's output and of each solver's learned embedding."""
+    temperature: float = Field(1.0, gt=0)
+    """T in score = cos(enc(q), e_m) / T (upstream's scripts: 1)."""
+    top_k: int = Field(3, ge=1)
+    """Positives per query in the sample-LLM loss: its best-scoring solvers (upstream: 3)."""
+    last_k: int = Field(3, ge=1)
+    """Negatives per query in the sample-LLM loss: its worst-scoring solvers (upstream: 3)."""
+    ties: Literal["accuracy", "random"] = "accuracy"
+    """How the sample-LLM loss orders solvers with equal (0/1) labels on a query when it takes the
+    top_k as positives and the last_k as negatives: `accuracy` = the solver more accurate on the
+    fitting items first (our stand-in for upstream's graded scores), `random` = a fresh random order per batch."""
+    clusters: int = Field(8, gt=0)
+    """k-means clusters of the training questions for the sample-sample loss (upstream: 8)."""
+    negatives: int = Field(3, ge=1)
+    """Other-cluster queries per query in the sample-sample loss (upstream's H: 3)."""
+    cluster_weight: float = Field(1.0, ge=0)
+    """Weight of the sample-sample loss (upstream's scripts: 1); 0 = the sample-LLM loss alone."""
+    epochs: int = Field(30, ge=1)
+    """Passes over the fitting items (30: the best of 15 / 30 / 50 / 100 in 4-fold cross-validation on
+    zeroeval_math's train split; longer fits lost accuracy there)."""
+    max_steps: int = Field(1000, ge=1)
+    """At most this many gradient steps, whichever of epochs / max_steps ends first (upstream trains
+    1000 steps): bounds the fit on large training splits."""
+    batch_size: int = Field(64, ge=2)
+    """Queries per step (upstream's default: 64); the sample-sample loss draws its pairs inside a batch."""
+    learning_rate: float = Field(1e-3, gt=0)
+    """AdamW step size."""
+    weight_decay: float = Field(1e-2, ge=0)
+    """AdamW decoupled weight decay (torch's default)."""
+    sweep: list[float] = Field(default_factory=lambda: list(LAMBDAS), min_length=1)
+    """Cost weights lambda of the decision rule on the calibrated success estimate (lambda = 0:
+    RouterDC's argmax score)."""
 
 
 class ThresholdParams(ParamsModel):
@@ -124,11 +180,15 @@ class RoutersParams(StudyParams):
     mf: MfParams = MfParams()
     """RouteLLM-style matrix factorisation."""
     cluster: ClusterParams = ClusterParams()
-    """Avengers-Pro cluster router."""
+    """Cluster router: Avengers-Pro's rule on the single nearest cluster."""
     threshold: ThresholdParams = ThresholdParams()
     """RouteLLM strong/weak win-probability threshold router."""
     learned_cascade: LearnedCascadeParams = LearnedCascadeParams()
     """FrugalGPT-style learned cascade."""
+    routerdc: RouterDcParams = RouterDcParams()
+    """RouterDC: dual-contrastive query encoder and solver embeddings."""
+    avengers_pro: AvengersProParams = AvengersProParams()
+    """Avengers-Pro: performance-efficiency scores of the top-p nearest clusters."""
     random: RandomParams = RandomParams()
     """Random router (reference)."""
     torch_threads: int = Field(1, ge=1)
