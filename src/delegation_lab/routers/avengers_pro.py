@@ -5,9 +5,14 @@ read at dfb60b156c4b6011b89edfc8516aa16d8e4f4d38).
 k-means clusters of the training questions' embeddings; per cluster j and solver i its accuracy
 p_ij and mean cost q_ij, each min-max normalised across the solvers of the cluster; the cluster's
 score x_ij = alpha * p~_ij + (1 - alpha) * (1 - q~_ij). A question is routed to the argmax over i of
-its top-p nearest clusters' scores, summed (the paper). `beta` > 0 weights those clusters by
-softmax(-beta * squared distance) instead, as the released code weights its top-k clusters
-(beta = 9 there, on cosine distance, aggregating reciprocal ranks rather than scores).
+its top-p nearest clusters' scores, aggregated. The paper sums them (`beta: 0`, equal weights);
+the released code (simple_cluster_router.py `route_queries_batch`) weights its top-k clusters by
+softmax(-beta * distance), beta = 9, and that is our default: with equal weights a far cluster of
+another topic outvotes the question's own (tests/routers/test_avengers_pro.py). Where ours differs
+from the released code: our distance is the squared Euclidean one k-means assigns by (theirs:
+1 - cosine), we aggregate the scores themselves as the paper does (theirs: reciprocal ranks by
+score), its cost normalisation is cost / max cost in the cluster (ours: the paper's min-max), and
+one k-means++ start (theirs: sklearn, n_init = 10).
 
 Everything but the top-p weighting is `cluster.ClusterRouter` (k-means, the per-cluster profiles,
 the normalisation, the alpha rule): that router is this one with top_p = 1.
@@ -24,8 +29,8 @@ from delegation_lab.routers.cluster import ClusterRouter, sq_distances
 class AvengersProRouter(ClusterRouter):
 
     def cluster_weights(self, x: Inputs) -> np.ndarray:
-        """[n, k]: each question's top-p nearest clusters, weighted equally (beta = 0) or by
-        softmax(-beta * squared distance) over those p; every other cluster 0."""
+        """[n, k]: each question's top-p nearest clusters, weighted by softmax(-beta * squared
+        distance) over those p (beta = 0: equally); every other cluster 0."""
         dist = sq_distances(np.asarray(x.embedding, dtype=np.float32), self.centres)  # as `nearest` ranks them
         p = min(self.params.top_p, self.centres.shape[0])
         top = np.argsort(dist, axis=1, kind="stable")[:, :p]  # [n, p]; the first is `nearest`'s

@@ -79,9 +79,10 @@ class AvengersProParams(ClusterParams):
     top_p: int = Field(3, gt=0)
     """Nearest clusters whose performance-efficiency scores a question sums (the paper's top-p;
     the released code's balance config uses 3); 1 = the `cluster` router."""
-    beta: float = Field(0.0, ge=0)
-    """0 = the top-p clusters count equally (the paper's sum); > 0 = weighted by softmax(-beta *
-    squared distance) over them, as the released code weights its clusters (beta = 9 there)."""
+    beta: float = Field(9.0, ge=0)
+    """The top-p clusters' weights: softmax(-beta * squared distance to the question) over them, as
+    the released code weights its clusters (beta = 9 there, on the cosine distance); 0 = equal
+    weights (the paper's plain sum), which lets a far cluster outvote the question's own."""
 
     @model_validator(mode="after")
     def _top_p(self) -> AvengersProParams:
