@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+import torch
 
 from delegation_lab.params.root import load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
@@ -40,6 +41,16 @@ def synthetic(n: int = 900, seed: int = 0) -> RoutingData:
     ids = np.array([f"item{i:04d}" for i in range(n)])
     split = carve_dev(ids, np.where(np.arange(n) < 600, "train", "test"), 0.25, 0)
     return RoutingData(ids, split, Inputs(emb.astype(np.float32), text), correct, cost, SOLVERS, "synthetic")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The study fits with `routers.torch_threads` (1); the tests that call `fit_router` directly do
+    too: two threads on the loaded 2-core machine made the small torch fits up to 40x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 FAST = RoutersParams.model_validate({

@@ -66,7 +66,8 @@ class ClusterParams(ParamsModel):
     iterations: int = Field(50, ge=1)
     """Lloyd iterations of k-means (k-means++ start)."""
     sweep: list[float] = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0], min_length=1)
-    """Performance weights alpha in [0, 1]: score = alpha * normalised accuracy + (1 - alpha) * (1 - normalised cost)."""
+    """Performance weights alpha in [0, 1]: score = alpha * normalised accuracy + (1 - alpha) * (1 - normalised cost),
+    each min-max normalised across the solvers of a cluster."""
 
     @model_validator(mode="after")
     def _alphas(self) -> ClusterParams:
@@ -77,7 +78,7 @@ class ClusterParams(ParamsModel):
 
 class AvengersProParams(ClusterParams):
     top_p: int = Field(3, gt=0)
-    """Nearest clusters whose performance-efficiency scores a question sums (the paper's top-p;
+    """Nearest clusters whose performance-efficiency scores a question aggregates (the paper's top-p;
     the released code's balance config uses 3); 1 = the `cluster` router."""
     beta: float = Field(9.0, ge=0)
     """The top-p clusters' weights: softmax(-beta * squared distance to the question) over them, as
