@@ -5,8 +5,8 @@ argmax of alpha * accuracy~ + (1 - alpha) * (1 - cost~) in its one nearest clust
 pure performance, alpha = 0 pure thrift.
 
 `avengers_pro` (routers/avengers_pro.py) is the paper's router: the same profiles, but a question
-sums the scores of its top-p nearest clusters. It subclasses this one and changes only
-`cluster_weights`; with top_p = 1 the two choose alike (a test checks)."""
+aggregates the scores of its top-p nearest clusters (distance-weighted). It subclasses this one and
+changes only `cluster_weights`; with top_p = 1 the two choose alike (a test checks)."""
 
 from __future__ import annotations
 
