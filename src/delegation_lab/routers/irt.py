@@ -52,17 +52,29 @@ class ItemResponse(torch.nn.Module):
 
 
 def map_ability(a: np.ndarray, b: np.ndarray, y: np.ndarray, prior_mean: np.ndarray, prior_precision: np.ndarray,
-                iterations: int = 50) -> np.ndarray:
+                iterations: int = 100) -> np.ndarray:
     """theta maximising sum log P(y_i | sigmoid(a_i . theta - b_i)) - (theta - mu)' P (theta - mu) / 2:
-    a logistic regression with offsets and a Gaussian prior, solved by Newton's method (concave, so
-    it converges from the prior mean in a few steps)."""
-    theta = prior_mean.copy()
+    a logistic regression with offsets and a Gaussian prior (concave), by Newton's method with step
+    halving, so every step raises the objective, from the prior mean."""
+
+    def objective(theta: np.ndarray) -> float:
+        z, d = a @ theta - b, theta - prior_mean
+        return float(np.sum(y * z - np.logaddexp(0.0, z)) - 0.5 * d @ prior_precision @ d)
+
+    theta, value = prior_mean.copy(), objective(prior_mean)
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(a @ theta - b)))
+        p = 0.5 * (1.0 + np.tanh(0.5 * (a @ theta - b)))  # sigmoid, without overflow
         grad = a.T @ (y - p) - prior_precision @ (theta - prior_mean)
-        hess = (a * (p * (1 - p))[:, None]).T @ a + prior_precision
-        step = np.linalg.solve(hess, grad)
-        theta = theta + step
+        step = np.linalg.solve((a * (p * (1 - p))[:, None]).T @ a + prior_precision, grad)
+        for _ in range(30):
+            candidate = theta + step
+            new = objective(candidate)
+            if new >= value - 1e-12 * (1.0 + abs(value)):  # rounding aside, never downhill
+                break
+            step = step / 2
+        else:
+            break
+        theta, value = candidate, new
         if np.abs(step).max() < 1e-10:
             break
     return theta
@@ -109,7 +121,10 @@ class IrtRouter(Router):
         thetas = self.abilities()
         mean = thetas.mean(axis=0)
         cov = np.cov(thetas, rowvar=False) if thetas.shape[0] > 1 else np.eye(thetas.shape[1])
-        cov = 0.5 * cov + 0.5 * np.diag(np.diag(cov)) + 1e-6 * np.eye(thetas.shape[1])
+        # shrunk towards its diagonal, with a floor: a few models span few directions, and a singular
+        # prior would pin the new ability to their span
+        cov = 0.5 * cov + 0.5 * np.diag(np.diag(cov))
+        cov += 1e-3 * max(float(np.trace(cov)) / cov.shape[0], 1e-6) * np.eye(cov.shape[0])
         a, b = self.item_parameters(x)
         theta = map_ability(a, b, np.asarray(correct, dtype=float), mean, np.linalg.inv(cov))
         with torch.no_grad():
