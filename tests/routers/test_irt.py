@@ -17,6 +17,7 @@ from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.params.root import parse_params, read_yaml
 from delegation_lab.routers import Inputs
+from delegation_lab.routers.artifact import load_router, save_router
 from delegation_lab.routers.irt import IrtRouter, map_ability
 from delegation_lab.routers.new_model import new_model_experiment, new_model_markdown, without
 from delegation_lab.routers.params import RoutersParams
@@ -89,6 +90,17 @@ def test_add_model_places_a_held_out_model_and_touches_nothing_fitted(data):
         errors[n] = abs(router.predict(data.inputs.take(test))[0][:, -1].mean() - actual)
     assert np.allclose(copy.deepcopy(base).abilities().mean(axis=0), base.abilities().mean(axis=0))
     assert errors[200] < 0.05 and errors[200] < errors[0] / 2, errors
+
+
+def test_a_router_with_an_added_model_saves_and_reloads_for_dlab_route(fitted, data, tmp_path):
+    router = copy.deepcopy(fitted)
+    rows = data.rows("train")[:30]
+    router.add_model("new", data.inputs.take(rows), data.correct[rows, 0], 2e-3)
+    loaded, header = load_router(save_router(router, tmp_path / "irt.npz", "synthetic", PARAMS))
+    assert header["solvers"][-1] == "new" and loaded.fingerprint() == router.fingerprint()
+    x = data.inputs.take(data.rows("test")[:40])
+    for knob in router.knobs.values():
+        assert all(np.array_equal(u, v) for u, v in zip(router.route(x, knob), loaded.route(x, knob), strict=True))
 
 
 def test_with_no_answers_the_new_model_is_the_average_model(fitted, data):

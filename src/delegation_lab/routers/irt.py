@@ -6,13 +6,14 @@ a_q >= 0 (softplus) and difficulty b_q come from a small network on the frozen q
 embedding, the solver's ability theta_m is one learned vector per solver (its model embedding).
 Trained with binary cross-entropy on the fitting labels, then the shared lambda rule.
 
-- IRT-Router (Song et al. 2025, arXiv 2506.01048; code github.com/Mercidaiha/IRT-Router,
-  `router/MIRT.py`): the same response function, a = softplus(W_a q), b = w_b . q, 25 latent
-  dimensions; there theta_m is a linear map of an embedding of the model's text profile.
+- IRT-Router (Song et al. 2025, arXiv 2506.01048; code github.com/Mercidaiha/IRT-Router, read in
+  the fork Ahasannn/IRT-Router at the author's commit 6c07802, `router/MIRT.py`): the same response
+  function, a = softplus(W_a q), b = w_b . q (no biases), 25 latent dimensions; there theta_m is a
+  linear map of an embedding of the model's description, so a new model needs no answers.
 - EmbedLLM (Zhuang et al., ICLR 2025, arXiv 2410.02223; code github.com/richardzhuang0412/EmbedLLM,
-  `algorithm/mf.py`): a free embedding per model (232 dims) times the projected question embedding,
-  Gaussian noise added to the question embedding while training (`noise`); a new model is placed
-  from its answers alone.
+  `algorithm/mf.py` at 9e42e5b): a free embedding per model (232 dims) times the projected question
+  embedding through a linear classifier, Gaussian noise (0.05) added to the question embedding
+  while training (our `noise`); every model's embedding is fitted jointly.
 
 Here theta_m is free (EmbedLLM), so a model nobody described can be added from labelled answers:
 `add_model` fits only its theta, the question network and every other theta frozen, as the
