@@ -103,6 +103,18 @@ def test_a_router_with_an_added_model_saves_and_reloads_for_dlab_route(fitted, d
         assert all(np.array_equal(u, v) for u, v in zip(router.route(x, knob), loaded.route(x, knob), strict=True))
 
 
+@pytest.mark.parametrize("section", [{"hidden": 8, "noise": 0.05}, {"dim": 1}])
+def test_a_hidden_layer_noise_and_one_dimension_fit_add_and_reload(section, data, tmp_path):
+    params = RoutersParams.model_validate({"seeds": 1, "irt": {"epochs": 20, **section}})
+    router = fit_router("irt", params, data, 3)
+    assert fit_router("irt", params, data, 3).fingerprint() == router.fingerprint()  # the noise is seeded
+    rows = data.rows("train")[:50]
+    router.add_model("new", data.inputs.take(rows), data.correct[rows, 1], 1e-3)
+    loaded, _ = load_router(save_router(router, tmp_path / "irt.npz", "synthetic", params))
+    x = data.inputs.take(data.rows("test")[:20])
+    assert np.array_equal(loaded.predict(x)[0], router.predict(x)[0])
+
+
 def test_with_no_answers_the_new_model_is_the_average_model(fitted, data):
     router = copy.deepcopy(fitted)
     router.add_model("new", data.inputs.take(np.array([], dtype=int)), np.zeros(0, bool), 1e-3)

@@ -121,7 +121,7 @@ class IrtRouter(Router):
             raise ValueError(f"add_model: {len(x)} questions but {len(correct)} labels")
         thetas = self.abilities()
         mean = thetas.mean(axis=0)
-        cov = np.cov(thetas, rowvar=False) if thetas.shape[0] > 1 else np.eye(thetas.shape[1])
+        cov = np.atleast_2d(np.cov(thetas, rowvar=False)) if thetas.shape[0] > 1 else np.eye(thetas.shape[1])
         # shrunk towards its diagonal, with a floor: a few models span few directions, and a singular
         # prior would pin the new ability to their span
         cov = 0.5 * cov + 0.5 * np.diag(np.diag(cov))
