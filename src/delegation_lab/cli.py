@@ -547,6 +547,28 @@ def transfer(
     typer.echo(f"wrote {out} ({direction['runtime_s']} s)")
 
 
+@app.command("new-model")
+def new_model(
+    project: Annotated[Path, typer.Argument(help="project folder holding params.yaml and data/ (labels, items, embeddings)")] = Path("."),
+    answers: Annotated[list[int] | None, typer.Option(help="labelled answers n given to the new model (repeat; default 0 5 10 20 50 100)")] = None,
+    lam: Annotated[list[float] | None, typer.Option("--lambda", help="cost weights lambda to route at (repeat; default 0 0.4)")] = None,
+    out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
+) -> None:
+    """A new model with n labelled answers: the `irt` router fitted without each of 10 held-out models
+    (the 5 most accurate, 5 drawn), then given n of its answers (`add_model`), against a retrain on
+    every model; routed accuracy on test with intervals (docs/new_model.md). Reads the project's data, runs no DVC."""
+    from delegation_lab.routers.new_model import ANSWERS, LAMBDAS, new_model_markdown, run_new_model
+    from delegation_lab.routers.transfer import open_project
+
+    try:
+        result = run_new_model(open_project(project), tuple(answers or ANSWERS), tuple(lam or LAMBDAS), progress=True)
+    except ConfigError as e:
+        fail(str(e), 2)
+    except (InputError, FileNotFoundError) as e:
+        fail(f"error: {e}", 2)
+    emit(new_model_markdown(result), out)
+
+
 @app.command("transfer-table")
 def transfer_table(
     metrics: Annotated[Path, typer.Argument(help="a transfer metrics file")] = Layout().metrics("transfer"),

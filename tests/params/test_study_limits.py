@@ -152,7 +152,7 @@ def test_routers_route_among_42_solvers():
     split = carve_dev(ids, np.where(np.arange(n) < 160, "train", "test"), 0.25, 0)
     data = RoutingData(ids, split, Inputs(emb.astype(np.float32), text), correct, cost, MANY, "synthetic42")
     fast = RoutersParams.model_validate({
-        "seeds": 1, "mlp": {"epochs": 5}, "mf": {"epochs": 5}, "threshold": {"epochs": 5}, "learned_cascade": {"epochs": 5},
+        "seeds": 1, "mlp": {"epochs": 5}, "mf": {"epochs": 5}, "threshold": {"epochs": 5}, "learned_cascade": {"epochs": 5}, "irt": {"epochs": 5},
         "knn": {"k": 10, "search_dim": 8, "cells": 0}, "cluster": {"clusters": 4},
     })
     verifier = Verifier("judge", 0.02, 0.03, 0, "configured")

@@ -27,7 +27,7 @@ from tests.conftest import REPO
 from tests.fake_cache import PROFILES, write_fake_cache
 
 FAST_ROUTERS = {
-    "seeds": 2, "mlp": {"epochs": 5}, "mf": {"epochs": 5}, "threshold": {"epochs": 5}, "learned_cascade": {"epochs": 5},
+    "seeds": 2, "mlp": {"epochs": 5}, "mf": {"epochs": 5}, "threshold": {"epochs": 5}, "learned_cascade": {"epochs": 5}, "irt": {"epochs": 5},
     "knn": {"k": 5, "search_dim": 4, "cells": 0}, "cluster": {"clusters": 4, "iterations": 5},
 }
 

@@ -27,6 +27,7 @@ ROUTERS.register("threshold", "delegation_lab.routers.threshold:ThresholdRouter"
 ROUTERS.register("learned_cascade", "delegation_lab.routers.learned_cascade:LearnedCascadeRouter")
 ROUTERS.register("routerdc", "delegation_lab.routers.routerdc:RouterDcRouter")
 ROUTERS.register("avengers_pro", "delegation_lab.routers.avengers_pro:AvengersProRouter")
+ROUTERS.register("irt", "delegation_lab.routers.irt:IrtRouter")
 ROUTERS.register("best_single", "delegation_lab.routers.reference:BestSingleRouter")
 ROUTERS.register("random", "delegation_lab.routers.reference:RandomRouter")
 

@@ -161,6 +161,27 @@ class LearnedCascadeParams(ParamsModel):
     its answer is kept only when the shared verifier accepts it; the priciest solver always answers."""
 
 
+class IrtParams(ParamsModel):
+    dim: int = Field(16, ge=1)
+    """Latent dimensions of the abilities theta_m and discriminations a_q (IRT-Router: 25; EmbedLLM: 232)."""
+    hidden: int = Field(0, ge=0)
+    """Width of the one hidden layer (ReLU) of the question network that reads a_q and b_q; 0 = linear in the
+    embedding, as IRT-Router's `MIRTNet`."""
+    noise: float = Field(0.0, ge=0)
+    """Std of the Gaussian noise added to each question embedding coordinate while fitting (EmbedLLM's alpha, 0.05 there)."""
+    epochs: int = Field(100, ge=1)
+    """Passes over the fitting items."""
+    batch_size: int = Field(256, ge=1)
+    """Items (each with every solver's label) per gradient step."""
+    learning_rate: float = Field(1e-2, gt=0)
+    """Adam step size."""
+    weight_decay: float = Field(1e-3, ge=0)
+    """Adam L2 penalty (abilities and question network alike), chosen on the dev log-loss of the ZeroEval
+    projects' 208-314 fitting items: 1e-4 overfits (0.599 against 0.529 on MATH level 5)."""
+    sweep: list[float] = Field(default_factory=lambda: list(LAMBDAS), min_length=1)
+    """Cost weights lambda of the decision rule (as `knn.sweep`)."""
+
+
 class RandomParams(ParamsModel):
     sweep: list[float] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0], min_length=1)
     """Probabilities of sending an item to the strongest solver (else a uniformly drawn other one)."""
@@ -191,6 +212,8 @@ class RoutersParams(StudyParams):
     """RouterDC: dual-contrastive query encoder and solver embeddings."""
     avengers_pro: AvengersProParams = AvengersProParams()
     """Avengers-Pro: performance-efficiency scores of the top-p nearest clusters."""
+    irt: IrtParams = IrtParams()
+    """EmbedLLM / IRT-Router model-embedding router (multidimensional IRT)."""
     random: RandomParams = RandomParams()
     """Random router (reference)."""
     torch_threads: int = Field(1, ge=1)
