@@ -64,6 +64,7 @@ enumeration above the limit; `python -m benchmarks frontier_scale` measures it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +88,7 @@ from delegation_lab.frontier.cascades import exhaustive, pareto_layers
 from delegation_lab.frontier.curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
 from delegation_lab.frontier.served import SERVED_KIND, ServedPoints
 from delegation_lab.frontier.metrics import field_metrics
+from delegation_lab.frontier.verifiers import mark_methods, verifier_report, verifier_sets, with_deployable
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
@@ -307,7 +309,9 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
                            intervals: IntervalParams | None = None,
                            search_labeled: pl.DataFrame | None = None,
                            served: ServedPoints | None = None,
-                           estimated: dict[str, dict] | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
+                           estimated: dict[str, dict] | None = None,
+                           compared: Mapping[str, Verifier] | None = None,
+                           rates_labeled: Mapping[str, pl.DataFrame] | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
     """(frontier, metrics, the baselines' item-level outcomes). The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
@@ -316,7 +320,11 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen. `served`:
     the deployed policies' own rows and item-level outcomes (`frontier_served`, the `served` dataset only).
     `estimated`: the solvers whose costs rest on estimated reasoning tokens (frontier/estimates.py): the
-    metrics list them and flag each method whose best point uses one."""
+    metrics list them and flag each method whose best point uses one. `compared`: more verifiers
+    (`evaluation.compare_verifiers` name -> Verifier) the baselines are recomputed under, each its own
+    Pareto set (frontier/verifiers.py); the studies stay under `verifier`. The metrics' `verifiers`
+    describe each set's verifier with its FP / FN on this split and on each split of `rates_labeled`
+    (split -> labelled answers, e.g. train); every row gets `verifier_deployable`."""
     m = SolverMatrix.from_labeled(labeled_split)
     search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
@@ -329,9 +337,9 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
             pl.col("dataset").fill_null(dataset),
             pl.col("verifier").fill_null("unrecorded"),
         )
-    verifiers = [verifier]
-    if study_points.height and verifier.kind != "gold" and "gold" in study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list():
-        verifiers.append(Verifier("gold", source="gold labels"))
+    ran_with = study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list() if study_points.height else []
+    sets = verifier_sets(verifier, compared or {}, ran_with)
+    verifiers = [s.verifier for s in sets]
     rows = []
     searches = []
     kept = []  # the baseline points, with their item values: their outcome rows
@@ -371,11 +379,13 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
         for i, name in enumerate(["accuracy_ci_low", "accuracy_ci_high", "cost_ci_low", "cost_ci_high"])
     )
     order = [c for c in frontier.columns if c not in ("on_pareto", "dataset", "verifier")] + ["on_pareto", "dataset", "verifier"]
-    frontier = frontier.select(order)
+    frontier = with_deployable(frontier.select(order), sets)
     summary = summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name,
                         estimated, verifier_models(verifier.describe()))
+    mark_methods(summary["methods"], sets)
     if estimated:
         summary["estimated_reasoning_tokens"] = estimated
+    summary["verifiers"] = verifier_report(sets, {params.split: labeled_split, **(rates_labeled or {})}, params.cascade)
     search_report = dict(searches[0])
     for v, extra in zip(verifiers[1:], searches[1:], strict=True):
         search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}
