@@ -101,3 +101,26 @@ def verifier_report(sets: list[VerifierSet], labeled: Mapping[str, pl.DataFrame]
         out[v.name] = {**v.describe(), "role": s.role, **({"compare_name": s.compare_name} if s.compare_name else {}),
                        "not_deployable": v.not_deployable_reason, "error_rates": rates}
     return out
+
+
+def deployable_note(kind: str, deployable: bool | None, reason: str | None) -> str:
+    """What a table says of a point's verifier: `—` where the point takes no accept decision (a single,
+    a mixture, an oracle, a served policy), `deployable`, why not (`simulated verifier: not
+    deployable`), or `unknown` (a verifier the frontier did not build, e.g. `unrecorded`)."""
+    if kind not in RESTS_ON_VERIFIER:
+        return "—"
+    if deployable is None:
+        return "unknown"
+    return "deployable" if deployable else reason or "not deployable"
+
+
+def verifier_summary(described: dict, split: str) -> str:
+    """`<name> (deployable, FP 0.205 / FN 0.014 on test)` from a `verifiers` entry (or an older
+    metrics file's `verifier`, which may say neither)."""
+    said = []
+    if described.get("deployable") is not None:
+        said.append("deployable" if described["deployable"] else described.get("not_deployable") or "not deployable")
+    rates = (described.get("error_rates") or {}).get(split) or {}
+    if rates.get("false_positive_rate") is not None and rates.get("false_negative_rate") is not None:
+        said.append(f"FP {rates['false_positive_rate']:.3f} / FN {rates['false_negative_rate']:.3f} on {split}")
+    return described["name"] + (f" ({', '.join(said)})" if said else "")
