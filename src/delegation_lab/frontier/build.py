@@ -22,6 +22,13 @@ Definitions (all on one split, default `test`):
   baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds), within
   one (dataset, verifier) set: a run whose acceptance decisions saw a perfect verifier (`gold`)
   never sits among the noisy-judge points.
+- Verifier sets (frontier/verifiers.py): the baselines are computed under `evaluation.verifier`,
+  again under each of `evaluation.compare_verifiers` (e.g. a 2-of-3 agreement vote; cascades
+  searched under it as under the main one) and under `gold` where a study ran with it; each is its
+  own set. Singles and mixtures take no accept decision and are the same in every set (kept so each
+  set's front and field metrics are whole); the oracle appears once; the studies stay under the main
+  verifier. Every row records `verifier_deployable`; the metrics' `verifiers` give each set's
+  verifier with its FP / FN against gold on the reported split and on train.
 - Intervals: item-level bootstrap (`evaluation.statistics.ItemBootstrap`) of accuracy and cost per
   item, seeds resampled too where a method ran several; one set of resamples per dataset, so every
   method is resampled on the same items (paired). Study points take their item-level values from
@@ -56,10 +63,14 @@ k = `mixture_points`, R bootstrap resamples, and P rows (singles, mixtures, kept
   singles' hull O(N k n); so P = O(N (1 + k + B L)) rows plus the studies'. Pareto marks O(P log P);
   intervals on the reported rows (<= P) O(R S n) each; the summary O(grid) per method plus the field
   metrics' distance to the front, O(P log P) per method, O(P^2 log P) in all (`routing_metrics`).
-So time is linear in items (n, n') and in seeds (S), linear in N in every part but the field
-metrics' O(N^2 log N): about N^2 at fixed L, B and k, never exponential (no subset or all-pairs
-enumeration above the limit; `python -m benchmarks frontier_scale` measures it). Item arrays
-[S, n] are held for the P rows only, never for a cascade merely tried: memory O(P S n).
+- V verifier sets (1 + the compared verifiers, + 1 for gold where a study ran with it): everything
+  above but the studies' own rows is done once per set, so the baselines' time and rows (P) are
+  multiplied by V; each verifier's FP / FN add O(V N S (n + n_train)) (`verifier_report`). Building
+  an agreement verifier (its matcher over every labelled answer) is the stage's, once per verifier.
+So time is linear in items (n, n'), in seeds (S) and in verifier sets (V), linear in N in every part
+but the field metrics' O(N^2 log N): about N^2 at fixed L, B and k, never exponential (no subset or
+all-pairs enumeration above the limit; `python -m benchmarks frontier_scale` measures it). Item
+arrays [S, n] are held for the P rows only, never for a cascade merely tried: memory O(P S n).
 """
 
 from __future__ import annotations
