@@ -17,6 +17,7 @@ from delegation_lab.frontier.plot import plot_frontier
 from delegation_lab.frontier.served import ServedPoints, served_points
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.journal import read_decisions
+from delegation_lab.tracking.tracker import metric_names
 from delegation_lab.pipeline.stage import StageContext, run_stage
 from delegation_lab.pipeline.skip import skip_reason
 from delegation_lab.pipeline.tables import (
@@ -85,10 +86,11 @@ def frontier(ctx: StageContext) -> None:
     if verifier.kind != "gold" and gold.filter(pl.col("study") != "baselines").height:
         plot_frontier(gold, plots / "frontier_gold.png", title=f"{ctx.params.data.dataset}: perfect-verifier runs on {params.split}")
     with ctx.tracker.stage_run("frontier", "frontier", params) as run:
-        run.log_metrics({"oracle": metrics["oracle"], **{
+        # metric_names: a compared verifier's key (`cascade:a>b [agreement(a,b;min_agree=2)]`) holds characters MLflow refuses
+        run.log_metrics(metric_names({"oracle": metrics["oracle"], **{
             k.replace(":", "_").replace(">", "-").replace("+", "_"): {m: v for m, v in d.items() if isinstance(v, float)}
             for k, d in metrics["methods"].items()
-        }})
+        }}))
         run.log_artifact(plots / "frontier.png")
         run.log_artifact(ctx.layout.frontier)
     best = max(metrics["methods"].items(), key=lambda kv: kv[1]["aiq"] if kv[1]["kind"] != "oracle" else -1)
