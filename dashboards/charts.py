@@ -65,7 +65,7 @@ def add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: in
                 kind: str, legendrank: int) -> None:
     custom = [
         [r["method"], r["operating_point"], r["study"], r["n_seeds"], _short_runs(r["run_ids"]), r["kind"],
-         interval_text(r, "accuracy", ".4f"), interval_text(r, "cost", ".3g"), r["calls_per_item"], r.get("verifier", "")]
+         interval_text(r, "accuracy", ".4f"), interval_text(r, "cost", ".3g"), r["calls_per_item"], verifier_text(r)]
         for r in g.iter_rows(named=True)
     ]
     acc_err, cost_err = _ci_errors(g, "accuracy", "accuracy"), _ci_errors(g, "cost_per_item_usd", "cost")
@@ -84,6 +84,13 @@ def add_points(fig: go.Figure, g: pl.DataFrame, name: str, symbol: str, size: in
         ),
         legendrank=legendrank,
     ))
+
+
+def verifier_text(row: dict) -> str:
+    """The point's verifier and, where its accept decisions rest on it, whether that one is deployable
+    (`queries.with_verifier_notes`), e.g. `judge(fp=0.0366,fn=0.0282) — simulated verifier: not deployable`."""
+    note = row.get("verifier_note")
+    return (row.get("verifier") or "") + (f" — {note}" if note and note != "—" else "")
 
 
 def interval_text(row: dict, prefix: str, fmt: str) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.frontier.build import pareto_mask
+from delegation_lab.frontier.verifiers import deployable_note
 from delegation_lab.reporting.paper import read_all
 
 NONE_LABEL = "(none)"  # how a NULL dataset / solver set / split shows in a filter
@@ -104,6 +105,9 @@ def frontier_points(
 ) -> pl.DataFrame:
     """The frontier rows of one dataset and verifier (plus the baseline oracle, whose verifier is
     `oracle`) passing the filters, cheapest first, with `on_pareto` recomputed on these points."""
+    # a frontier written before rows recorded whether their verifier is deployable: unknown
+    deployable = ("verifier_deployable" if "verifier_deployable" in _values(con, "SELECT column_name FROM (DESCRIBE frontier)")
+                  else "CAST(NULL AS BOOLEAN) AS verifier_deployable")
     points = _frame(
         con,
         f"""
@@ -111,7 +115,7 @@ def frontier_points(
                accuracy, coalesce(accuracy_std, 0) AS accuracy_std,
                cost_per_item_usd, coalesce(cost_std, 0) AS cost_std, calls_per_item, n_seeds,
                accuracy_ci_low, accuracy_ci_high, cost_ci_low, cost_ci_high,
-               coalesce(verifier, '{NONE_LABEL}') AS verifier,
+               coalesce(verifier, '{NONE_LABEL}') AS verifier, {deployable},
                coalesce(dataset, '{NONE_LABEL}') AS dataset,
                coalesce({SOLVER_SET}, '{NONE_LABEL}') AS solver_set,
                coalesce(r.run_ids, '') AS run_ids, on_pareto AS on_pareto_all, file_row
@@ -140,6 +144,16 @@ def with_pareto(points: pl.DataFrame) -> pl.DataFrame:
     if "file_row" not in points.columns:
         return marked
     return points.join(marked.select("file_row", "on_pareto"), on="file_row", how="left").drop("file_row")
+
+
+def with_verifier_notes(points: pl.DataFrame, summary: dict[str, Any]) -> pl.DataFrame:
+    """`points` with `verifier_note`: what the frontier table says of each point's verifier (`—` for a
+    point that takes no accept decision, `deployable`, or why not, e.g. `simulated verifier: not
+    deployable`, from metrics/frontier.json `verifiers`)."""
+    reasons = {name: d.get("not_deployable") for name, d in (summary.get("verifiers") or {}).items()}
+    notes = [deployable_note(kind, ok, reasons.get(verifier))
+             for kind, ok, verifier in points.select("kind", "verifier_deployable", "verifier").iter_rows()]
+    return points.with_columns(pl.Series("verifier_note", notes, dtype=pl.String))
 
 
 def chart_points(points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -181,8 +195,8 @@ def frontier_summary(metrics_path: Path) -> dict[str, Any] | None:
 
 def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None) -> pl.DataFrame:
     """One row per method of metrics/frontier.json (AIQ, APGR, CPT levels, best accuracy, and where a
-    solver's hidden reasoning tokens are estimated, the solvers a method's cost rests on), best AIQ
-    first; `keys` (method for baselines, study/method for studies) limits the rows."""
+    solver's hidden reasoning tokens are estimated, the solvers a method's cost rests on; whether the
+    verifier its best point rests on is deployable), best AIQ first; `keys` (`frontier_key`) limits the rows."""
     rows = []
     for key, m in (summary.get("methods") or {}).items():
         if keys is not None and key not in keys:
@@ -198,6 +212,7 @@ def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None
         for name in sorted(k for k in m if k.startswith("cpt")):
             row[name.upper()] = m[name]
         row["operating points"] = m.get("operating_points")
+        row["verifier"] = deployable_note(m.get("kind"), m.get("verifier_deployable"), m.get("not_deployable"))
         if summary.get("estimated_reasoning_tokens"):  # frontier/estimates.py: whose hidden tokens are estimated
             row["cost rests on estimated tokens of"] = ", ".join(m.get("cost_rests_on_estimated_tokens") or []) or None
         rows.append(row)
@@ -206,9 +221,18 @@ def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None
     return pl.DataFrame(rows, infer_schema_length=None).sort("AIQ", descending=True, nulls_last=True)
 
 
-def frontier_key(study: str, method: str) -> str:
-    """The key metrics/frontier.json files a (study, method) under."""
-    return method if study == "baselines" else f"{study}/{method}"
+def frontier_key(study: str, method: str, verifier: str | None = None, main_verifier: str | None = None) -> str:
+    """The key metrics/frontier.json files a (study, method) under: under a verifier other than the
+    main one (and the oracle's), with `[<verifier>]` after it."""
+    key = method if study == "baselines" else f"{study}/{method}"
+    return key if main_verifier is None or verifier in (None, main_verifier, "oracle") else f"{key} [{verifier}]"
+
+
+def main_verifier(summary: dict[str, Any]) -> str | None:
+    """The name of the verifier the studies ran under (metrics/frontier.json `verifier`, else the
+    `verifiers` entry whose role is main); None when the file names neither."""
+    named = (summary.get("verifier") or {}).get("name")
+    return named or next((n for n, d in (summary.get("verifiers") or {}).items() if d.get("role") == "main"), None)
 
 
 # ---------------------------------------------------------------------------------------------

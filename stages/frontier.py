@@ -1,7 +1,7 @@
 """Stage `frontier`: every study's summary rows plus solver-only baselines and the oracle on one
 cost-accuracy frontier (results/frontier.parquet, metrics/frontier.json, plots/frontier/), and the
-baselines' item-level outcomes (results/outcomes/baselines.parquet, the studies' outcome contract)."""
-
+baselines' item-level outcomes (results/outcomes/baselines.parquet, the studies' outcome contract).
+The baselines are computed under `evaluation.verifier` and each of `evaluation.compare_verifiers`."""
 if __name__ == "__main__":  # before the imports below: the process re-executed under the pins loads them once
     from delegation_lab.pipeline.numerics import pin_numerics
 
@@ -17,6 +17,7 @@ from delegation_lab.frontier.plot import plot_frontier
 from delegation_lab.frontier.served import ServedPoints, served_points
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.journal import read_decisions
+from delegation_lab.tracking.tracker import metric_names
 from delegation_lab.pipeline.stage import StageContext, run_stage
 from delegation_lab.pipeline.skip import skip_reason
 from delegation_lab.pipeline.tables import (
@@ -27,6 +28,8 @@ from delegation_lab.pipeline.tables import (
     write_json_atomic,
     write_parquet_atomic,
 )
+
+RATES_SPLIT = "train"  # besides frontier.split, where each verifier's FP / FN against gold are measured
 
 
 def studies_run(ctx: StageContext) -> dict[str, dict]:
@@ -54,11 +57,14 @@ def frontier(ctx: StageContext) -> None:
     outcomes = read_outcomes(ctx.layout).filter(pl.col("study") != BASELINES)  # the studies', not this stage's own
     evaluation = ctx.params.evaluation
     verifier = build_verifier(evaluation.verifier, ctx.layout.root)
+    compared = {v.name: build_verifier(v, ctx.layout.root) for v in evaluation.compare_verifiers}
+    train = every_split.filter(pl.col("split") == RATES_SPLIT)
     served = served_rows(ctx, labeled, verifier.name) if ctx.params.data.dataset == "served" else None
     table, metrics, baselines = frontier_with_outcomes(
         labeled, summaries, params, ctx.params.data.dataset, verifier=verifier, outcomes=outcomes,
         intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split),
-        served=served, estimated=estimated_reasoning(ctx.layout, sorted(every_split["solver"].unique().to_list())))
+        served=served, estimated=estimated_reasoning(ctx.layout, sorted(every_split["solver"].unique().to_list())),
+        compared=compared, rates_labeled={RATES_SPLIT: train} if train.height and params.split != RATES_SPLIT else None)
     write_parquet_atomic(table, ctx.layout.frontier)
     write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
@@ -80,10 +86,11 @@ def frontier(ctx: StageContext) -> None:
     if verifier.kind != "gold" and gold.filter(pl.col("study") != "baselines").height:
         plot_frontier(gold, plots / "frontier_gold.png", title=f"{ctx.params.data.dataset}: perfect-verifier runs on {params.split}")
     with ctx.tracker.stage_run("frontier", "frontier", params) as run:
-        run.log_metrics({"oracle": metrics["oracle"], **{
+        # metric_names: a compared verifier's key (`cascade:a>b [agreement(a,b;min_agree=2)]`) holds characters MLflow refuses
+        run.log_metrics(metric_names({"oracle": metrics["oracle"], **{
             k.replace(":", "_").replace(">", "-").replace("+", "_"): {m: v for m, v in d.items() if isinstance(v, float)}
             for k, d in metrics["methods"].items()
-        }})
+        }}))
         run.log_artifact(plots / "frontier.png")
         run.log_artifact(ctx.layout.frontier)
     best = max(metrics["methods"].items(), key=lambda kv: kv[1]["aiq"] if kv[1]["kind"] != "oracle" else -1)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from dashboards import charts, frontier_chart, links, queries, slices, solver_subset
 from dashboards import frontier_points as fp
+from delegation_lab.frontier.verifiers import verifier_summary
 from dashboards.cached import (
     download_csv,
     frontier_summary,
@@ -35,11 +36,17 @@ dataset = c1.selectbox("Dataset", options["dataset"], key="dataset",
                        help="One task at a time: costs and accuracies of different tasks do not share a front. "
                             f"Default: the cached answers' dataset ({main_dataset}).")
 here = p.query("frontier_dataset_options", dataset=dataset)
-main_verifier = (summary.get("verifier") or {}).get("name")
+main_verifier = queries.main_verifier(summary)
 url_choice("verifier", here["verifier"], main_verifier if main_verifier in here["verifier"] else (here["verifier"] or [None])[0])
 verifier = c2.selectbox("Verifier", here["verifier"], key="verifier",
                         help="The verifier behind the points' accept decisions; each verifier has its own Pareto set.")
 title_slot.title(f"Cost–accuracy frontier · {dataset} · {split} split")
+described = (summary.get("verifiers") or {}).get(verifier)
+if described and described.get("deployable") is False:
+    st.info(f"Verifier {verifier_summary(described, split)}: the cascades' and studies' points below rest on it, "
+               f"and no deployment could run it (their `verifier` column and hover say so).")
+elif described:
+    st.caption(f"Verifier {verifier_summary(described, split)}.")
 
 c3, c4 = st.columns([1, 2])
 url_choice("solvers", here["solver_set"], here["solver_set"], multi=True)
@@ -47,8 +54,8 @@ solver_sets = c3.multiselect("Solver set", here["solver_set"], key="solvers")
 url_choice("studies", here["study"], here["study"], multi=True)
 studies = c4.multiselect("Study", here["study"], key="studies")
 
-points = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
-                 solver_sets=solver_sets, studies=studies)
+points = queries.with_verifier_notes(p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
+                                             solver_sets=solver_sets, studies=studies), summary)
 pool = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
                solver_sets=here["solver_set"], studies=here["study"])
 models = solver_subset.solvers(pool)
@@ -127,7 +134,7 @@ st.caption(
     "method, grouped by study (click one to hide it). Markers: ■ always one solver (labelled), ▲ cascade, small ● random "
     "mixtures, ★ oracle — the cheapest correct solver per item, an upper bound no router reaches. Error bars: the "
     "item-level bootstrap interval. Dashed step line: the Pareto front of the points shown (recomputed when a filter "
-    "removes points; oracle excluded). Hover a point for its operating point, seeds and MLflow runs."
+    "removes points; oracle excluded). Hover a point for its operating point, its verifier (and whether a deployment could run it), seeds and MLflow runs."
     + (f" Zoomed to accuracies {band[0]:.1%}–{band[1]:.1%}: {hidden} point(s) lie outside (zoom off to see them)." if band else "")
     + (f" {figure.layout.meta['labels_left_out']} label(s) left out where they would overlap (hover names every point)."
        if figure.layout.meta["labels_left_out"] else "")
@@ -213,7 +220,7 @@ else:
 # ---------------------------------------------------------------------------------------------
 if summary and dataset == main_dataset:
     st.subheader(f"Summary per method · {dataset}")
-    keys = {queries.frontier_key(s, m) for s, m in drawn.select("study", "method").iter_rows()}
+    keys = {queries.frontier_key(s, m, v, main_verifier) for s, m, v in drawn.select("study", "method", "verifier").iter_rows()}
     table = queries.frontier_methods_table(summary, keys)
     interval = summary.get("cost_interval_usd") or [None, None]
     st.caption(

@@ -454,8 +454,9 @@ def frontier_table(
     out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
 ) -> None:
     """Every method of a frontier metrics file as Markdown: its most accurate point with the 95 %
-    item-level bootstrap intervals, AIQ, the baseline that dominates it, and the paired test against
-    the best single solver at no more cost (what the README's tables are made from)."""
+    item-level bootstrap intervals, AIQ, the baseline that dominates it, the paired test against
+    the best single solver at no more cost, and whether the verifier its decisions rest on is
+    deployable (what the README's tables are made from)."""
     import json
 
     from delegation_lab.tracking.compare import markdown_table
@@ -473,15 +474,24 @@ def frontier_table(
 
 
 def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
-    """The frontier table's Markdown (frontier-table); KeyError / TypeError on a file of another shape."""
+    """The frontier table's Markdown (frontier-table); KeyError / TypeError on a file of another shape.
+    A compared verifier's rows end `[<its compare name>]`; its singles and mixtures, the main set's
+    again (they take no accept decision), are left out."""
+    from delegation_lab.frontier.verifiers import ORACLE, deployable_note, verifier_summary
 
     def interval(ci: list[float] | None, fmt: str) -> str:
         return "—" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
+    main = summary.get("verifier") or {"name": "?"}
+    sets = summary.get("verifiers") or {main["name"]: main}
+    short = {name: d["compare_name"] for name, d in sets.items() if d.get("compare_name")}
     rows = []
     for name, m in sorted(summary["methods"].items(), key=lambda kv: (-kv[1]["best_accuracy"], kv[1]["best_accuracy_cost_per_item_usd"])):
-        if m["kind"] not in wanted:
+        again = m["kind"] in ("single", "mixture") and m.get("verifier") not in (main["name"], ORACLE, None)
+        if m["kind"] not in wanted or again:
             continue
+        if m.get("verifier") in short:
+            name = name.removesuffix(f" [{m['verifier']}]") + f" [{short[m['verifier']]}]"
         test = m.get("vs_best_single") or {}
         estimated = m.get("cost_rests_on_estimated_tokens")
         rows.append({
@@ -489,17 +499,21 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
             "cost / item (US$)": f"{m['best_accuracy_cost_per_item_usd']:.3g} {interval(m.get('cost_ci'), '.3g')}",
             "AIQ": f"{m['aiq']:.3f}", "dominated by": m.get("dominated_by") or "—",
             "vs best single (Δ acc, p)": f"{test['against']}: {test['difference']:+.3f}, p={test['p_value']:.2g}" if "p_value" in test else "—",
+            "verifier": deployable_note(m["kind"], m.get("verifier_deployable"), m.get("not_deployable")),
         })
+    compared = [f"`{d['compare_name']}` = {verifier_summary(d, summary['split'])}" for d in sets.values() if d.get("compare_name")]
     header = (f"{summary['dataset']}, {summary['split']} split ({summary['n_items']} items), verifier "
-              f"{summary.get('verifier', {}).get('name', '?')}; accuracy and cost at each method's most accurate point, "
-              f"95 % item-level bootstrap intervals.\n\n")
+              f"{verifier_summary(sets.get(main['name'], main), summary['split'])}"
+              + (f"; baselines also under {'; '.join(compared)} (rows `[<name>]`, its own Pareto set)" if compared else "")
+              + "; accuracy and cost at each method's most accurate point, 95 % item-level bootstrap intervals; "
+              "verifier: whether the one a cascade's or study's accept decisions rest on could be deployed.\n\n")
     footer = ""
     if summary.get("estimated_reasoning_tokens"):
         footer = "\n† cost rests on estimated hidden reasoning tokens: " + "; ".join(
             f"{solver} {e['reasoning_tokens_per_item']} per answer ({e['source']})"
             for solver, e in summary["estimated_reasoning_tokens"].items()) + "\n"
     return header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
-                                          "vs best single (Δ acc, p)"]) + "\n" + footer
+                                          "vs best single (Δ acc, p)", "verifier"]) + "\n" + footer
 
 
 @app.command("portfolio")

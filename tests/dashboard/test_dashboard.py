@@ -331,6 +331,23 @@ def test_frontier_page_matches_duckdb(app, synthetic_project: Path) -> None:
     assert pareto["x"] == sorted(pareto["x"])
 
 
+def test_points_under_a_simulated_verifier_say_it_is_not_deployable(app, synthetic_project: Path) -> None:
+    """The synthetic project's verifier is a judge with chosen rates: a study point and a cascade rest on it."""
+    at = open_page(app, "frontier")
+    at.radio(key="view").set_value("All operating points").run()
+    assert any("not deployable" in i.value and DEFAULT_VERIFIER.name in i.value for i in at.info)
+    points = frame(at, "points_table")
+    assert set(points[points["method"] == "dqn_map"]["verifier_note"]) == {"simulated verifier: not deployable"}
+    assert set(points[points["kind"] == "cascade"]["verifier_note"]) == {"simulated verifier: not deployable"}
+    assert set(points[points["kind"] == "single"]["verifier_note"]) == {"—"}  # a single takes no accept decision
+    assert not points[points["method"] == "dqn_map"]["verifier_deployable"].any()
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    hover = next(t for t in figure["data"] if t.get("name") == "dqn_map")["customdata"][0][9]
+    assert hover == f"{DEFAULT_VERIFIER.name} — simulated verifier: not deployable"
+    methods = frame(at, "methods_table")
+    assert methods[methods["method"] == f"{STUDY}/dqn_map"]["verifier"].item() == "simulated verifier: not deployable"
+
+
 # a point is on the front of the shown points iff no other shown contender costs no more and is at
 # least as accurate, one of the two strictly (the definition, in SQL)
 PARETO_SQL = """

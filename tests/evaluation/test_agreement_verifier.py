@@ -128,6 +128,7 @@ def test_false_positive_and_false_negative_rates_against_gold():
     described = v.describe()
     assert (described["false_positive_rate"], described["false_negative_rate"]) == (0.5, 0.3)
     assert described["models"] == ["V"] and described["kind"] == "agreement" and described["name"] == "agreement(V)"
+    assert v.deployable and described["deployable"] is True  # a real check a deployment can run
     json.dumps(described)  # a metrics file can hold it
 
 

@@ -81,6 +81,46 @@ def test_bad_evaluation_params_name_the_key():
     assert EvaluationParams().intervals.confidence == 0.95
 
 
+def test_only_a_verifier_a_deployment_could_run_is_deployable():
+    labels = pl.DataFrame({"solver": ["A"], "item_id": ITEMS[:1], "judge_verdict": [True], "judge_model": ["j"]})
+    judge = build_verifier(VerifierParams(false_positive_rate=0.1, false_negative_rate=0.1))
+    gold = build_verifier(VerifierParams(kind="gold"))
+    cached = build_verifier(VerifierParams(kind="cached"), labels=labels)
+    assert (judge.deployable, gold.deployable, cached.deployable) == (False, False, True)
+    assert judge.not_deployable_reason == "simulated verifier: not deployable"
+    assert gold.not_deployable_reason == "gold verifier: upper bound, not deployable"
+    assert cached.not_deployable_reason is None
+    assert judge.describe()["deployable"] is False and cached.describe()["deployable"] is True
+    # (agreement: tests/evaluation/test_agreement_verifier.py)
+
+
+def compare_problem(verifier: dict, compared: list[dict]) -> str:
+    """The whole message params.yaml gets for `evaluation` (ConfigError's lines after its first)."""
+    raw = read_yaml(__import__("pathlib").Path("params.yaml"))
+    raw["evaluation"] = {"verifier": verifier, "compare_verifiers": compared}
+    with pytest.raises(ConfigError) as caught:
+        parse_params(raw)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 2, lines  # the file, then one line naming the key
+    return lines[1].strip()
+
+
+def test_compared_verifiers_are_checked_naming_the_key():
+    vote = {"name": "vote", "kind": "agreement", "models": ["A", "B", "C"], "min_agree": 2}
+    judge = {"kind": "judge", "false_positive_rate": 0.1, "false_negative_rate": 0.1}
+    assert compare_problem(judge, [vote, {**vote, "min_agree": 3}]) == \
+        "evaluation: compare_verifiers: name 'vote' is used twice; each verifier needs its own name"
+    assert compare_problem(judge, [{**judge, "name": "same"}]) == \
+        "evaluation: compare_verifiers: 'same' is evaluation.verifier itself; compare another verifier"
+    assert compare_problem(judge, [{k: v for k, v in vote.items() if k != "name"}]) == \
+        "evaluation.compare_verifiers.0.name: required key is missing"
+    assert compare_problem(judge, [{**vote, "min_agree": 4}]) == "evaluation.compare_verifiers.0: min_agree 4 is more than the 3 models"
+    assert compare_problem(judge, [{**vote, "name": "a vote"}]).startswith("evaluation.compare_verifiers.0.name: String should match")
+    raw = read_yaml(__import__("pathlib").Path("params.yaml"))
+    raw["evaluation"] = {"verifier": judge, "compare_verifiers": [vote, {"name": "gold", "kind": "gold"}]}
+    assert [v.name for v in parse_params(raw).evaluation.compare_verifiers] == ["vote", "gold"]
+
+
 def test_item_bootstrap_covers_the_truth_and_pairs_methods():
     rng = np.random.default_rng(0)
     hits = 0

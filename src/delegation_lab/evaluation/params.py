@@ -1,4 +1,5 @@
-"""The `evaluation` params section: the shared verifier and the intervals every study reports."""
+"""The `evaluation` params section: the shared verifier, the verifiers the frontier's baselines are
+compared under, and the intervals every study reports."""
 
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ class VerifierParams(ParamsModel):
         return self
 
 
+class ComparedVerifierParams(VerifierParams):
+    """A verifier the frontier recomputes its baselines under, beside `evaluation.verifier`."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    """Short name of this verifier (letters, digits, `_.-`, up to 40), unique in the list: what
+    `metrics/frontier.json` `verifiers` and `dlab frontier-table` call it (frontier rows carry the
+    verifier's full name, e.g. `agreement(a,b,c;min_agree=2)`)."""
+
+
 class IntervalParams(ParamsModel):
     confidence: float = Field(0.95, gt=0, lt=1)
     """Coverage of every reported interval (bootstrap percentile, Wilson, t)."""
@@ -66,5 +76,24 @@ class IntervalParams(ParamsModel):
 class EvaluationParams(ParamsModel):
     verifier: VerifierParams = VerifierParams()
     """The one verifier every method's acceptance decisions go through; accuracy is always against gold."""
+    compare_verifiers: list[ComparedVerifierParams] = []
+    """More verifiers the frontier recomputes its baselines under (singles, mixtures, and cascades
+    searched under each as under the main one), each with a `name` and the keys of
+    `evaluation.verifier`, e.g. a 2-of-3 vote `{name: vote, kind: agreement, models: [a, b, c],
+    min_agree: 2}`; each forms its own Pareto set, and `metrics/frontier.json` `verifiers` gives its FP /
+    FN against gold on the reported split and on train. The studies stay under `verifier`. Each one
+    adds the baselines' cost again (docs/evaluation.md)."""
     intervals: IntervalParams = IntervalParams()
     """Item-level bootstrap intervals on every frontier point and study headline."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> EvaluationParams:
+        names = [v.name for v in self.compare_verifiers]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"compare_verifiers: name {twice[0]!r} is used twice; each verifier needs its own name")
+        main = self.verifier.model_dump()
+        for v in self.compare_verifiers:
+            if v.model_dump(exclude={"name"}) == main:
+                raise ValueError(f"compare_verifiers: {v.name!r} is evaluation.verifier itself; compare another verifier")
+        return self

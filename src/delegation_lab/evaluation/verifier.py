@@ -10,6 +10,11 @@ Kinds: `judge` accepts a right answer with probability 1 - fn and a wrong one wi
 `gold` accepts exactly the right answers (upper-bound runs only); `cached` replays a real judge's
 verdicts from the labels table; `agreement` (`evaluation.agreement`) accepts answers other models'
 cached final answers agree with, and says what its checks cost (`check_costs`).
+
+Deployable: whether a deployment could run the verifier (`Verifier.deployable`). A `judge` is
+simulated (noise at chosen rates, no model behind it) and `gold` reads the answer key, so neither is;
+`cached` (a real judge's verdicts) and `agreement` are. A frontier point that rests on one that is
+not says so (`not_deployable_reason`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ from delegation_lab.evaluation.params import VerifierParams
 from delegation_lab.pipeline.layout import Layout
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+DEPLOYABLE_KINDS = ("cached", "agreement")
+"""Kinds a deployment could run; a verifier class of another real kind overrides `deployable`."""
+NOT_DEPLOYABLE = {"judge": "simulated verifier: not deployable", "gold": "gold verifier: upper bound, not deployable"}
+"""Why a kind is not deployable, as the frontier's metrics, tables and dashboard say it."""
 
 
 @lru_cache(maxsize=1 << 20)
@@ -78,10 +88,21 @@ class Verifier:
             return f"judge(fp={self.false_positive_rate:.4f},fn={self.false_negative_rate:.4f})"
         return self.kind if self.kind == "gold" else f"cached({self.source})"
 
+    @property
+    def deployable(self) -> bool:
+        """Whether a deployment could run this verifier: not a simulated judge, not gold."""
+        return self.kind in DEPLOYABLE_KINDS
+
+    @property
+    def not_deployable_reason(self) -> str | None:
+        """None for a deployable verifier, else why not (`simulated verifier: not deployable`)."""
+        return None if self.deployable else NOT_DEPLOYABLE.get(self.kind, f"{self.kind} verifier: not deployable")
+
     def describe(self) -> dict:
-        """For metrics files: what decided acceptance, and where its rates come from."""
+        """For metrics files: what decided acceptance, where its rates come from, and whether it is deployable."""
         return {"name": self.name, "kind": self.kind, "false_positive_rate": self.false_positive_rate,
-                "false_negative_rate": self.false_negative_rate, "seed": self.seed, "source": self.source}
+                "false_negative_rate": self.false_negative_rate, "seed": self.seed, "source": self.source,
+                "deployable": self.deployable}
 
     def accepts(self, solvers: Sequence[str] | np.ndarray | str, item_ids: Sequence[str] | np.ndarray | str,
                 correct: np.ndarray, seeds: int | np.ndarray) -> np.ndarray:

@@ -22,6 +22,13 @@ Definitions (all on one split, default `test`):
   baseline oracle and any study method named `oracle` or `<env>.oracle` are upper bounds), within
   one (dataset, verifier) set: a run whose acceptance decisions saw a perfect verifier (`gold`)
   never sits among the noisy-judge points.
+- Verifier sets (frontier/verifiers.py): the baselines are computed under `evaluation.verifier`,
+  again under each of `evaluation.compare_verifiers` (e.g. a 2-of-3 agreement vote; cascades
+  searched under it as under the main one) and under `gold` where a study ran with it; each is its
+  own set. Singles and mixtures take no accept decision and are the same in every set (kept so each
+  set's front and field metrics are whole); the oracle appears once; the studies stay under the main
+  verifier. Every row records `verifier_deployable`; the metrics' `verifiers` give each set's
+  verifier with its FP / FN against gold on the reported split and on train.
 - Intervals: item-level bootstrap (`evaluation.statistics.ItemBootstrap`) of accuracy and cost per
   item, seeds resampled too where a method ran several; one set of resamples per dataset, so every
   method is resampled on the same items (paired). Study points take their item-level values from
@@ -56,14 +63,19 @@ k = `mixture_points`, R bootstrap resamples, and P rows (singles, mixtures, kept
   singles' hull O(N k n); so P = O(N (1 + k + B L)) rows plus the studies'. Pareto marks O(P log P);
   intervals on the reported rows (<= P) O(R S n) each; the summary O(grid) per method plus the field
   metrics' distance to the front, O(P log P) per method, O(P^2 log P) in all (`routing_metrics`).
-So time is linear in items (n, n') and in seeds (S), linear in N in every part but the field
-metrics' O(N^2 log N): about N^2 at fixed L, B and k, never exponential (no subset or all-pairs
-enumeration above the limit; `python -m benchmarks frontier_scale` measures it). Item arrays
-[S, n] are held for the P rows only, never for a cascade merely tried: memory O(P S n).
+- V verifier sets (1 + the compared verifiers, + 1 for gold where a study ran with it): everything
+  above but the studies' own rows is done once per set, so the baselines' time and rows (P) are
+  multiplied by V; each verifier's FP / FN add O(V N S (n + n_train)) (`verifier_report`). Building
+  an agreement verifier (its matcher over every labelled answer) is the stage's, once per verifier.
+So time is linear in items (n, n'), in seeds (S) and in verifier sets (V), linear in N in every part
+but the field metrics' O(N^2 log N): about N^2 at fixed L, B and k, never exponential (no subset or
+all-pairs enumeration above the limit; `python -m benchmarks frontier_scale` measures it). Item
+arrays [S, n] are held for the P rows only, never for a cascade merely tried: memory O(P S n).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +99,7 @@ from delegation_lab.frontier.cascades import exhaustive, pareto_layers
 from delegation_lab.frontier.curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
 from delegation_lab.frontier.served import SERVED_KIND, ServedPoints
 from delegation_lab.frontier.metrics import field_metrics
+from delegation_lab.frontier.verifiers import mark_methods, verifier_report, verifier_sets, with_deployable
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
 
 POINT_COLUMNS = ["study", "method", "operating_point", "kind", "seed", "accuracy", "cost_per_item_usd", "calls_per_item",
@@ -307,7 +320,9 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
                            intervals: IntervalParams | None = None,
                            search_labeled: pl.DataFrame | None = None,
                            served: ServedPoints | None = None,
-                           estimated: dict[str, dict] | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
+                           estimated: dict[str, dict] | None = None,
+                           compared: Mapping[str, Verifier] | None = None,
+                           rates_labeled: Mapping[str, pl.DataFrame] | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
     """(frontier, metrics, the baselines' item-level outcomes). The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
@@ -316,7 +331,11 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     `params.cascade.search_split`). The metrics' `search` says how the cascades were chosen. `served`:
     the deployed policies' own rows and item-level outcomes (`frontier_served`, the `served` dataset only).
     `estimated`: the solvers whose costs rest on estimated reasoning tokens (frontier/estimates.py): the
-    metrics list them and flag each method whose best point uses one."""
+    metrics list them and flag each method whose best point uses one. `compared`: more verifiers
+    (`evaluation.compare_verifiers` name -> Verifier) the baselines are recomputed under, each its own
+    Pareto set (frontier/verifiers.py); the studies stay under `verifier`. The metrics' `verifiers`
+    describe each set's verifier with its FP / FN on this split and on each split of `rates_labeled`
+    (split -> labelled answers, e.g. train); every row gets `verifier_deployable`."""
     m = SolverMatrix.from_labeled(labeled_split)
     search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
     values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
@@ -329,9 +348,9 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
             pl.col("dataset").fill_null(dataset),
             pl.col("verifier").fill_null("unrecorded"),
         )
-    verifiers = [verifier]
-    if study_points.height and verifier.kind != "gold" and "gold" in study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list():
-        verifiers.append(Verifier("gold", source="gold labels"))
+    ran_with = study_points.filter(pl.col("dataset") == dataset)["verifier"].to_list() if study_points.height else []
+    sets = verifier_sets(verifier, compared or {}, ran_with)
+    verifiers = [s.verifier for s in sets]
     rows = []
     searches = []
     kept = []  # the baseline points, with their item values: their outcome rows
@@ -371,11 +390,13 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
         for i, name in enumerate(["accuracy_ci_low", "accuracy_ci_high", "cost_ci_low", "cost_ci_high"])
     )
     order = [c for c in frontier.columns if c not in ("on_pareto", "dataset", "verifier")] + ["on_pareto", "dataset", "verifier"]
-    frontier = frontier.select(order)
+    frontier = with_deployable(frontier.select(order), sets)
     summary = summarize(frontier.filter(pl.col("dataset") == dataset), m, params.cpt_levels, values, verifier.name,
                         estimated, verifier_models(verifier.describe()))
+    mark_methods(summary["methods"], sets)
     if estimated:
         summary["estimated_reasoning_tokens"] = estimated
+    summary["verifiers"] = verifier_report(sets, {params.split: labeled_split, **(rates_labeled or {})}, params.cascade)
     search_report = dict(searches[0])
     for v, extra in zip(verifiers[1:], searches[1:], strict=True):
         search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}

@@ -241,13 +241,15 @@ def routers(params: Params) -> Estimate:
 def frontier(params: Params) -> Estimate:
     """The shared bootstrap (resamples x items cells) and, per frontier point (mixtures of every
     pair of solvers at mixture_points, the cascade seeds' cascades, the CPT levels), a value per
-    resample; work = resamples x items x points."""
+    resample, once per verifier the baselines are computed under (the main one and each of
+    evaluation.compare_verifiers); work = resamples x items x points."""
     f, r = params.frontier, params.evaluation.intervals.resamples
     items, n = _scored_items(params), len(params.solvers)
-    points = f.mixture_points * n * n + f.cascade.seeds * n * n + len(f.cpt_levels) + n
+    sets = 1 + len(params.evaluation.compare_verifiers)
+    points = (f.mixture_points * n * n + f.cascade.seeds * n * n + len(f.cpt_levels) + n) * sets
     parts = {"bootstrap": r * items * BOOTSTRAP_BYTES, "points": r * points * 8 * 4}
     sizes = {"evaluation.intervals.resamples": r, "scored items": items, "frontier.mixture_points": f.mixture_points,
-             "frontier.cascade.seeds": f.cascade.seeds, "solvers": n}
+             "frontier.cascade.seeds": f.cascade.seeds, "solvers": n, "verifier sets (1 + evaluation.compare_verifiers)": sets}
     return Estimate("frontier", sizes, parts, r * items * points, "resample-item-points")
 
 

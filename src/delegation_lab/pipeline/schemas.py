@@ -141,6 +141,7 @@ FRONTIER_SCHEMA: dict[str, pl.DataType] = {
     "cost_ci_high": pl.Float64,
     "on_pareto": pl.Boolean,
     "verifier": pl.String,  # the verifier behind the point's accept decisions; one Pareto set per (dataset, verifier)
+    "verifier_deployable": pl.Boolean,  # could a deployment run that verifier (null: one the frontier did not build)
 }
 
 OUTCOME_SCHEMA: dict[str, pl.DataType] = {
