@@ -195,8 +195,13 @@ def test_the_chart_and_the_readme_table_are_written(tmp_path) -> None:
     assert gaps == sorted(gaps) and gaps[0] == pytest.approx(min(m["accuracy_gap"] for m in gap["methods"].values()), abs=5e-4)
 
 
-def test_gap_table_of_a_file_without_the_decomposition_is_one_line(tmp_path) -> None:
+@pytest.mark.parametrize("text", [
+    '{"dataset": "x", "split": "test", "methods": {}}', "[1, 2]",
+    '{"dataset": "x", "split": "test", "oracle_gap": {"methods": {"m": {}}}}',
+    '{"dataset": "x", "split": "test", "oracle_gap": {"oracle": {}, "n_items": 3, "methods": {"m": {}}}}',
+])
+def test_gap_table_of_a_file_of_another_shape_is_one_line(tmp_path, text: str) -> None:
     path = tmp_path / "frontier.json"
-    path.write_text(json.dumps({"dataset": "x", "split": "test", "methods": {}}))
+    path.write_text(text)
     out = CliRunner().invoke(app, ["gap-table", str(path)])
-    assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1 and "oracle_gap" in out.output
+    assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1 and "oracle_gap" in out.output, out.output
