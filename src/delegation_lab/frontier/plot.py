@@ -66,7 +66,7 @@ def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
 
 
 GAP_COLORS = {"routing": "tab:blue", "verifier": "tab:red", "routing_or_verifier": "0.6",
-              "answer_premium_usd": "tab:purple", "escalations_usd": "tab:orange", "checks_usd": "tab:green"}
+              "answer_premium_usd": "tab:purple", "escalations_usd": "tab:orange", "checks_usd": "tab:green", "unsplit_usd": "0.6"}
 GAP_KINDS = ("single", "cascade", "study")  # mixtures lie between two singles: their bars add nothing
 
 
@@ -87,13 +87,14 @@ def _stacked(ax, y: np.ndarray, entries: list[dict], parts: tuple[str, ...], tot
                 elinewidth=0.8, label="total (95 % interval)")
     ax.axvline(0, color="black", lw=0.6)
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
 
 
 def plot_oracle_gap(gap: dict, out: Path, title: str, top: int = 30) -> Path:
     """plots/frontier/oracle_gap.png: the `top` methods closest to the oracle (singles, cascades, study
     methods), left their accuracy gap split into routing / verifier, right their extra dollars per item
-    split into the answer's premium, escalations and checks (frontier/gap.py)."""
+    split into the answer's premium, escalations and checks (frontier/gap.py); grey where the study
+    records no split."""
     plt = pyplot()
 
     chosen = closest_first(gap, GAP_KINDS, top)
@@ -103,7 +104,9 @@ def plot_oracle_gap(gap: dict, out: Path, title: str, top: int = 30) -> Path:
     entries = [m for _, m in chosen]
     if entries:
         _stacked(acc_ax, y, entries, ("routing", "verifier", "routing_or_verifier"), "accuracy_gap")
-        _stacked(cost_ax, y, entries, ("answer_premium_usd", "escalations_usd", "checks_usd"), "cost_gap_usd")
+        # a study that records no answer / check costs: its cost gap as one grey bar, as its accuracy's
+        costs = [e if "checks_usd" in e else {**e, "unsplit_usd": e["cost_gap_usd"]} for e in entries]
+        _stacked(cost_ax, y, costs, ("answer_premium_usd", "escalations_usd", "checks_usd", "unsplit_usd"), "cost_gap_usd")
     acc_ax.set_yticks(y, [k for k, _ in chosen], fontsize=7)
     acc_ax.set_xlabel("accuracy below the oracle's (fraction of items)")
     cost_ax.set_xlabel("US$ per item above the oracle's")
