@@ -205,3 +205,17 @@ def test_gap_table_of_a_file_of_another_shape_is_one_line(tmp_path, text: str) -
     path.write_text(text)
     out = CliRunner().invoke(app, ["gap-table", str(path)])
     assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1 and "oracle_gap" in out.output, out.output
+
+
+@pytest.mark.slow
+def test_the_frontier_stage_decomposes_every_method_of_the_smoke_dag(smoke_dag) -> None:
+    project = smoke_dag[0]
+    fm = json.loads((project / "metrics" / "frontier.json").read_text())
+    gap = fm["oracle_gap"]
+    assert set(gap["methods"]) | set(gap["without_outcomes"]) == {k for k, m in fm["methods"].items() if m["kind"] != "oracle"}
+    for name, m in gap["methods"].items():
+        assert m["accuracy_gap"] == pytest.approx(fm["oracle"]["accuracy"] - fm["methods"][name]["best_accuracy"], abs=2e-6), name
+        assert sum(m.get(p, 0.0) for p in ("routing", "verifier", "routing_or_verifier")) == pytest.approx(m["accuracy_gap"], abs=2e-6)
+    split = {name for name, m in gap["methods"].items() if "verifier" in m and "checks_usd" in m}
+    assert {n for n in gap["methods"] if n.split("/")[0] in ("routers", "coordinator") or n.startswith(("always-", "cascade:"))} <= split
+    assert (project / "plots" / "frontier" / "oracle_gap.png").stat().st_size > 10_000
