@@ -13,7 +13,8 @@ from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.verifier import build_verifier
 from delegation_lab.frontier.build import BASELINES, frontier_with_outcomes
 from delegation_lab.frontier.estimates import estimated_reasoning
-from delegation_lab.frontier.plot import plot_frontier
+from delegation_lab.frontier.gap import oracle_gap
+from delegation_lab.frontier.plot import plot_frontier, plot_oracle_gap
 from delegation_lab.frontier.served import ServedPoints, served_points
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.serve.journal import read_decisions
@@ -67,9 +68,11 @@ def frontier(ctx: StageContext) -> None:
         compared=compared, rates_labeled={RATES_SPLIT: train} if train.height and params.split != RATES_SPLIT else None)
     write_parquet_atomic(table, ctx.layout.frontier)
     write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
+    gap = oracle_gap(table, metrics["methods"], pl.concat([outcomes, baselines], how="vertical_relaxed"),
+                     ctx.params.data.dataset, params.split, verifier.name, evaluation.intervals)
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
                "verifier": verifier.describe(), "confidence": evaluation.intervals.confidence,
-               "studies": studies_run(ctx), **metrics, **({"served": served.report} if served else {})}
+               "studies": studies_run(ctx), **metrics, **({"served": served.report} if served else {}), "oracle_gap": gap}
     write_json_atomic(metrics, ctx.layout.metrics("frontier"))
     plots = ctx.layout.plots("frontier")
     # other tasks' points, and runs under another verifier (a perfect one), stay out of this picture
@@ -82,6 +85,8 @@ def frontier(ctx: StageContext) -> None:
     )
     plot_frontier(main, plots / "frontier.png", title=f"{ctx.params.data.dataset}: cost vs accuracy on {params.split}, "
                   f"verifier {verifier.name}")
+    plot_oracle_gap(gap, plots / "oracle_gap.png", title=f"{ctx.params.data.dataset}: where the oracle gap goes on "
+                    f"{params.split} (the methods closest to it), verifier {verifier.name}")
     gold = same_task.filter(pl.col("verifier").is_in(["gold", "oracle"]))
     if verifier.kind != "gold" and gold.filter(pl.col("study") != "baselines").height:
         plot_frontier(gold, plots / "frontier_gold.png", title=f"{ctx.params.data.dataset}: perfect-verifier runs on {params.split}")
@@ -92,6 +97,7 @@ def frontier(ctx: StageContext) -> None:
             for k, d in metrics["methods"].items()
         }}))
         run.log_artifact(plots / "frontier.png")
+        run.log_artifact(plots / "oracle_gap.png")
         run.log_artifact(ctx.layout.frontier)
     best = max(metrics["methods"].items(), key=lambda kv: kv[1]["aiq"] if kv[1]["kind"] != "oracle" else -1)
     search = metrics["search"]

@@ -516,6 +516,33 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
                                           "vs best single (Δ acc, p)", "verifier"]) + "\n" + footer
 
 
+@app.command("gap-table")
+def gap_table(
+    metrics: Annotated[Path, typer.Argument(help="a frontier metrics file")] = Layout().metrics("frontier"),
+    kinds: Annotated[str, typer.Option(help="comma-separated kinds to list")] = "single,cascade,study",
+    top: Annotated[int | None, typer.Option(min=1, help="only the N methods closest to the oracle")] = None,
+    out: Annotated[Path | None, typer.Option(help="write the Markdown here instead of printing")] = None,
+) -> None:
+    """Where the oracle gap goes (the frontier metrics' `oracle_gap`, frontier/gap.py) as Markdown: per
+    method its accuracy gap split into routing and verifier, its extra dollars into checks, escalations
+    and the answering call's premium, with 95 % item-level bootstrap intervals (for a README)."""
+    from delegation_lab.frontier.gap import gap_markdown
+    from delegation_lab.tracking.compare import markdown_table
+
+    try:
+        summary = json.loads(metrics.read_text())
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as e:
+        fail(f"{metrics}: {e}")
+    if not isinstance(summary, dict) or "oracle_gap" not in summary:
+        fail(f"error: {metrics}: no `oracle_gap` (a frontier metrics file from before the decomposition: `dvc repro frontier`)", 2)
+    try:
+        text = gap_markdown(summary["oracle_gap"], summary["dataset"], summary["split"], set(kinds.split(",")), top, markdown_table)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        fail(f"error: {metrics}: not a frontier metrics file with an `oracle_gap` (`dvc repro frontier` writes one): "
+             f"{type(e).__name__} {str(e)[:80]}", 2)
+    emit(text, out)
+
+
 @app.command("portfolio")
 def portfolio(
     project: Annotated[Path, typer.Argument(help="project folder holding params.yaml and data/")] = Path("."),

@@ -256,6 +256,10 @@ def test_acceptance_follows_the_verifier_and_accuracy_the_gold_label():
     out = env.item_outcomes
     assert out["correct"][0].tolist() == [False, True]
     np.testing.assert_allclose(out["cost_usd"][0], [0.002 + 0.0004 * 1.05, 0.00003 * 1.1])
+    # where the oracle gap goes: item 0's right answer (A's) was held and rejected; the kept answer's
+    # own price is the answer's, the rejected call and the handoff fee are not
+    assert out["held_right"][0].tolist() == [True, True]
+    np.testing.assert_allclose(out["answer_cost_usd"][0], [0.0004, 0.00003])
     assert env.stats["correct"][0, 0] == 1 and env.stats["accepted"][0, 0] == 2
 
 

@@ -27,6 +27,7 @@ from delegation_lab.frontier.build import (
 )
 from delegation_lab.labeling.matchers import imported_correct
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
+from delegation_lab.pipeline.tables import with_outcome_columns
 from delegation_lab.solvers import build_solver
 
 DEFAULT_NAME = Verifier("judge", 0.02, 0.03).name
@@ -150,12 +151,12 @@ def _labeled(n: int = 200, seed: int = 0) -> pl.DataFrame:
 def _study(labeled: pl.DataFrame, verifier: str, method: str = "m", picks: str = "B") -> tuple[pl.DataFrame, pl.DataFrame]:
     """A 'study' that always answers with solver `picks`, two seeds: its summaries and outcomes."""
     mine = labeled.filter(pl.col("solver") == picks).sort("item_id")
-    outcomes = pl.concat([
+    outcomes = with_outcome_columns(pl.concat([  # it records no trajectory: the oracle-gap columns null
         mine.select(pl.lit("s").alias("study"), pl.lit(method).alias("method"), pl.lit("default").alias("operating_point"),
                     pl.lit(seed, dtype=pl.Int64).alias("seed"), pl.lit("test").alias("split"), pl.lit("x").alias("dataset"),
                     pl.lit(verifier).alias("verifier"), "item_id", pl.col("correct").cast(pl.Float64), "cost_usd")
         for seed in (0, 1)
-    ]).select(list(OUTCOME_SCHEMA))
+    ])).select(list(OUTCOME_SCHEMA))
     summaries = pl.DataFrame([
         {"study": "s", "method": method, "seed": seed, "split": "test", "operating_point": "default",
          "accuracy": float(mine["correct"].mean()), "cost_per_item_usd": float(mine["cost_usd"].mean()), "calls_per_item": 1.0,

@@ -17,7 +17,7 @@ from delegation_lab.evaluation import Verifier
 from delegation_lab.routers import LEARNED, ROUTERS, Inputs
 from delegation_lab.routers.artifact import load_router, save_router
 from delegation_lab.routers.params import RoutersParams
-from delegation_lab.routers.study import RoutingData, carve_dev, fit_router, run_study, summary_rows
+from delegation_lab.routers.study import RoutingData, carve_dev, fit_router, outcome_frame, run_study, summary_rows
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SUMMARY_SCHEMA
 
 from tests.conftest import BIN, REPO, run
@@ -124,6 +124,27 @@ def test_learned_cascade_stops_only_where_the_shared_verifier_accepts(study):
                             for i, j in enumerate(o.chosen)])
         assert verdict[stopped_early].all()
         assert np.allclose(o.cost, (data.cost[test] * o.called).sum(axis=1))
+
+
+def test_outcomes_say_whether_a_right_answer_was_within_reach_and_what_the_answer_cost(study):
+    """The oracle-gap columns (frontier/gap.py): a router that calls one solver held a right answer
+    exactly where it was right; the learned cascade's chain (`reach`) holds every answer it called and
+    every later member a false acceptance cut off; nobody pays for checks."""
+    data, result = study
+    test = data.rows("test")
+    frame = outcome_frame(result, "x", JUDGE.name)
+    assert frame.columns == list(OUTCOME_SCHEMA)
+    rows = np.arange(test.size)
+    for p in (p for p in result.points if p.split == "test"):
+        got = frame.filter((pl.col("method") == p.router) & (pl.col("operating_point") == p.operating_point))
+        held = got["held_right"].to_numpy()
+        np.testing.assert_allclose(got["answer_cost_usd"].to_numpy(), data.cost[test][rows, p.outcome.chosen])
+        assert (got["check_cost_usd"] == 0).all() and (held >= got["correct"].to_numpy()).all()
+        if p.router != "learned_cascade":
+            np.testing.assert_array_equal(held, got["correct"].to_numpy())
+            continue
+        assert (p.outcome.reach >= p.outcome.called).all()
+        np.testing.assert_array_equal(held, (p.outcome.reach & data.correct[test]).any(axis=1))
 
 
 def _fingerprints(data: RoutingData) -> dict[str, str]:

@@ -50,6 +50,12 @@ def lane_rng(seed: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(stream)])
 
 
+def kept_answer(ok: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """[L]: the solver whose answer an attempt keeps, of the accepted ones `ok` [L, S] the most
+    expensive (`cost` [L, S]; meaningless where none is accepted)."""
+    return np.argmax(np.where(ok, cost, -1.0), axis=1)
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     packet_size: int = 32
@@ -190,10 +196,13 @@ class VecCoordinatorEnv:
         self._ep_acc = {k: np.zeros_like(v[:, 0]) for k, v in self.stats.items()}
         self.record = StepRecord(self.L) if record else None
         self.total_steps = np.zeros(self.L, dtype=np.int64)
-        if mode == "sequential":  # per lane x item: gold correctness of the kept answer, cost, reward
+        if mode == "sequential":  # per lane x item: gold correctness of the kept answer, cost, reward, and
+            # where the oracle gap goes (frontier/gap.py): did an answerer get it right, the kept answer's cost
             self.item_outcomes = {"correct": np.zeros((self.L, table.n_items), dtype=bool),
                                   "cost_usd": np.zeros((self.L, table.n_items)),
-                                  "reward": np.zeros((self.L, table.n_items))}
+                                  "reward": np.zeros((self.L, table.n_items)),
+                                  "held_right": np.zeros((self.L, table.n_items), dtype=bool),
+                                  "answer_cost_usd": np.zeros((self.L, table.n_items))}
         else:
             self.item_outcomes = None
 
@@ -267,7 +276,7 @@ class VecCoordinatorEnv:
         ok = ans & self.verdicts_of(items)
         accepted = ok.any(axis=1)
         cost = self._cost[items]
-        kept = np.argmax(np.where(ok, cost, -1.0), axis=1)  # the most expensive accepted answer
+        kept = kept_answer(ok, cost)
         right = accepted & self._correct[items][self._lanes, kept]
         solve = (self._ans_f[actions] * cost).sum(axis=1)
         fee = self.config.handoff_fee * (self._handoffs[actions] * solve + (self._edges[actions] * self._expected[items]).sum(axis=1))
@@ -307,6 +316,10 @@ class VecCoordinatorEnv:
             out["correct"][self._lanes, items] |= right
             out["cost_usd"][self._lanes, items] += cost
             out["reward"][self._lanes, items] += reward
+            out["held_right"][self._lanes, items] |= (ans & self._correct[items]).any(axis=1)
+            costs = self._cost[items]
+            kept_cost = costs[self._lanes, kept_answer(ans & self.verdicts_of(items), costs)]
+            out["answer_cost_usd"][self._lanes, items] += np.where(accepted, kept_cost, 0.0)
         acc = self._ep_acc
         acc["return"] += reward
         acc["cost_usd"] += cost

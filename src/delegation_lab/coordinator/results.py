@@ -316,7 +316,9 @@ def summary_rows(runs: list[MethodRun], late: int, packet_size: int, dataset: st
 
 def outcome_frame(runs: list[MethodRun], dataset: str, verifier: str) -> pl.DataFrame:
     """Item-level outcomes of every test-split summary row (same method / operating point / seed):
-    the kept answer's gold correctness (0 for a dropped item) and the cost paid on the item."""
+    the kept answer's gold correctness (0 for a dropped item) and the cost paid on the item; where the
+    gap goes (frontier/gap.py): whether an answer it obtained was right, the kept answer's cost, and
+    no dollars for checks (the verdicts are not priced here)."""
     parts = []
     for run in runs:
         out = run.test.item_outcomes
@@ -328,10 +330,15 @@ def outcome_frame(runs: list[MethodRun], dataset: str, verifier: str) -> pl.Data
             "item_id": np.tile(run.test.table.item_ids.astype(str), L),
             "correct": out["correct"].astype(np.float64).ravel(),
             "cost_usd": out["cost_usd"].ravel(),
+            "held_right": out["held_right"].astype(np.float64).ravel(),
+            "answer_cost_usd": out["answer_cost_usd"].ravel(),
+            "check_cost_usd": np.zeros(L * N),
         }))
     frame = pl.concat(parts) if parts else pl.DataFrame(schema={"method": pl.String, "operating_point": pl.String,
                                                                "seed": pl.Int64, "item_id": pl.String,
-                                                               "correct": pl.Float64, "cost_usd": pl.Float64})
+                                                               "correct": pl.Float64, "cost_usd": pl.Float64,
+                                                               "held_right": pl.Float64, "answer_cost_usd": pl.Float64,
+                                                               "check_cost_usd": pl.Float64})
     return frame.with_columns(pl.lit("coordinator").alias("study"), pl.lit("test").alias("split"),
                               pl.lit(dataset).alias("dataset"), pl.lit(verifier).alias("verifier"))
 

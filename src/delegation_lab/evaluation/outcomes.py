@@ -11,12 +11,14 @@ import polars as pl
 from delegation_lab.errors import InputError
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA
-from delegation_lab.pipeline.tables import conform, write_parquet_atomic
+from delegation_lab.pipeline.tables import conform, with_outcome_columns, write_parquet_atomic
 
 
 def write_outcomes(layout: Layout, study: str, rows: pl.DataFrame) -> Path:
-    """Replace results/outcomes/<study>.parquet (validated against OUTCOME_SCHEMA; one row per key)."""
+    """Replace results/outcomes/<study>.parquet (validated against OUTCOME_SCHEMA, its optional columns
+    null where `rows` lacks them; one row per key)."""
     frame = rows.with_columns(pl.col("correct").cast(pl.Float64)) if "correct" in rows.columns else rows
+    frame = with_outcome_columns(frame)  # a study that does not record them leaves them null
     try:
         frame = conform(frame, OUTCOME_SCHEMA, f"outcomes of {study}").select(list(OUTCOME_SCHEMA))
     except ValueError as e:

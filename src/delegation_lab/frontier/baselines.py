@@ -61,11 +61,16 @@ class SolverMatrix:
 
 @dataclass
 class Point:
-    """One baseline point with its item-level values ([n_seeds, n_items]) for the bootstrap."""
+    """One baseline point with its item-level values ([n_seeds, n_items]) for the bootstrap, and where
+    its accuracy and dollars went (the outcome contract's optional columns, frontier/gap.py): whether a
+    right answer was within its reach, what the answer it gave cost, what its checks paid."""
 
     row: dict
     correct: np.ndarray
     cost: np.ndarray
+    held_right: np.ndarray | None = None
+    answer_cost: np.ndarray | None = None
+    check_cost: np.ndarray | None = None
 
 
 def baseline_row(method: str, kind: str, acc: float, cost: float, calls: float, solvers: list[str], verifier: str,
@@ -146,27 +151,33 @@ def baseline_item_points(m: SolverMatrix, params: FrontierParams, verifier: Veri
             raise search_split_error(m, params, "has no labeled answers" if search is None else
                                      f"has the solvers {', '.join(search.solvers)}, not those of frontier.split")
         choice = search_cascades(search, params, verifier)
-    pts = [Point(baseline_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s], name), m.correct[None, :, i] * 1.0, m.cost[None, :, i])
-           for i, s in enumerate(m.solvers)]
+    no_checks = np.zeros((1, len(m.item_ids)))
+    pts = []
+    for i, s in enumerate(m.solvers):  # one call, no check: its answer is all it holds and all it pays
+        right, paid = m.correct[None, :, i] * 1.0, m.cost[None, :, i]
+        pts.append(Point(baseline_row(f"always-{s}", "single", acc[i], cost[i], 1.0, [s], name), right, paid, right, paid, no_checks))
     for i, j in mixture_pairs(m, full):
         pair = [m.solvers[i], m.solvers[j]]
         for k in range(1, params.mixture_points + 1):
             p = k / (params.mixture_points + 1)
+            right, paid = (p * m.correct[:, i] + (1 - p) * m.correct[:, j])[None], (p * m.cost[:, i] + (1 - p) * m.cost[:, j])[None]
             pts.append(Point(baseline_row(f"mix:{pair[0]}+{pair[1]}", "mixture", p * acc[i] + (1 - p) * acc[j],
-                                  p * cost[i] + (1 - p) * cost[j], 1.0, pair, name, op=f"p={p:.2f}"),
-                             (p * m.correct[:, i] + (1 - p) * m.correct[:, j])[None], (p * m.cost[:, i] + (1 - p) * m.cost[:, j])[None]))
+                                          p * cost[i] + (1 - p) * cost[j], 1.0, pair, name, op=f"p={p:.2f}"),
+                             right, paid, right, paid, no_checks))  # expected values, as `correct`
     seeds = verifier_seeds(params.cascade, verifier)
     table = verdicts(m, verifier, seeds) if choice.orders else None
     for order in choice.orders:
         names = [m.solvers[s] for s in order]
         run = run_cascade(m, list(order), table, verifier)
+        # within reach: a member of the chain is right (what it would return under a perfect verifier)
+        reach = m.correct[:, list(order)].any(axis=1)[None] * 1.0
         for k, seed in enumerate(seeds):
             c, cst, calls = run.final[k], run.cost[k], run.calls[k]
             pts.append(Point(baseline_row("cascade:" + ">".join(names), "cascade", c.mean(), cst.mean(), calls.mean(), names, name, seed=seed),
-                             c[None] * 1.0, cst[None]))
+                             c[None] * 1.0, cst[None], reach, run.answer_cost[k][None], run.check_cost[k][None]))
     any_right, oracle_cost = oracle_items(m.correct, m.cost)
     pts.append(Point(baseline_row("oracle", "oracle", any_right.mean(), oracle_cost.mean(), 1.0, m.solvers, "oracle"),
-                     any_right[None] * 1.0, oracle_cost[None]))
+                     any_right[None] * 1.0, oracle_cost[None], any_right[None] * 1.0, oracle_cost[None], no_checks))
     return Baselines(pts, choice.report)
 
 

@@ -196,6 +196,13 @@ def _key(row: dict) -> tuple:
     return tuple(row[k] for k in POINT_KEYS)
 
 
+def method_key(study: str, method: str, verifier: str, main_verifier: str) -> str:
+    """A (study, method, verifier)'s name in the methods summary: a method under another verifier
+    than the main one is `<name> [<verifier>]`."""
+    key = method if study == "baselines" else f"{study}/{method}"
+    return key if verifier in (main_verifier, "oracle") else f"{key} [{verifier}]"
+
+
 def _point_name(row: dict) -> str:
     name = row["method"] if row["study"] == "baselines" else f"{row['study']}/{row['method']}"
     return name if row["operating_point"] == "default" else f"{name}@{row['operating_point']}"
@@ -227,9 +234,7 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
     for (study, method, verifier), g in frontier.group_by(["study", "method", "verifier"], maintain_order=True):
         pts = list(zip(g["cost_per_item_usd"].to_list(), g["accuracy"].to_list(), strict=True))
         best = g.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).row(0, named=True)
-        key = method if study == "baselines" else f"{study}/{method}"
-        if verifier not in (main_verifier, "oracle"):
-            key = f"{key} [{verifier}]"
+        key = method_key(study, method, verifier, main_verifier)
         entry = {
             "kind": best["kind"],
             "verifier": verifier,
@@ -304,13 +309,18 @@ def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params:
 def baseline_outcomes(points: list, item_ids: list[str], dataset: str, split: str) -> pl.DataFrame:
     """The baselines' item-level outcomes in the studies' outcome contract (OUTCOME_SCHEMA), one row
     per (method, operating point, seed, item): what lets the dashboard pair a baseline with any
-    study point on the same items. A mixture's `correct` is its expected value."""
+    study point on the same items. A mixture's `correct` (and `held_right`, `answer_cost_usd`) is its
+    expected value."""
     n = len(item_ids)
+
+    def column(values: np.ndarray | None) -> np.ndarray | None:
+        return None if values is None else np.asarray(values, dtype=np.float64).reshape(-1)
+
     parts = [pl.DataFrame({
         "study": [p.row["study"]] * n, "method": [p.row["method"]] * n, "operating_point": [p.row["operating_point"]] * n,
         "seed": [int(p.row["seed"])] * n, "split": [split] * n, "dataset": [dataset] * n, "verifier": [p.row["verifier"]] * n,
-        "item_id": item_ids, "correct": np.asarray(p.correct, dtype=np.float64).reshape(-1),
-        "cost_usd": np.asarray(p.cost, dtype=np.float64).reshape(-1),
+        "item_id": item_ids, "correct": column(p.correct), "cost_usd": column(p.cost), "held_right": column(p.held_right),
+        "answer_cost_usd": column(p.answer_cost), "check_cost_usd": column(p.check_cost),
     }, schema=OUTCOME_SCHEMA) for p in points]
     return pl.concat(parts) if parts else pl.DataFrame(schema=OUTCOME_SCHEMA)
 

@@ -54,10 +54,16 @@ class CascadeRun:
     last: int | None = None  # the last member (a column of the solver matrix) ...
     asked: np.ndarray | None = None  # ... and the items it was asked: its answer there is checked if another follows
     have: dict[str, np.ndarray] = field(default_factory=dict)  # model -> items whose answer is already paid for
+    # where the dollars went (frontier/gap.py): what the answer it gives cost, and what checks paid for
+    # answers no member was asked for (a member's answer a check bought first is the member's)
+    answer_cost: np.ndarray | None = None
+    check_cost: np.ndarray | None = None
+    checked: dict[str, np.ndarray] = field(default_factory=dict)  # model -> dollars a check paid for its answer
 
     @classmethod
     def start(cls, shape: tuple[int, int]) -> CascadeRun:
-        return cls(np.zeros(shape, dtype=bool), np.zeros(shape), np.zeros(shape), np.ones(shape, dtype=bool))
+        return cls(np.zeros(shape, dtype=bool), np.zeros(shape), np.zeros(shape), np.ones(shape, dtype=bool),
+                   answer_cost=np.zeros(shape), check_cost=np.zeros(shape))
 
     def accuracy(self) -> float:
         return float(self.final.mean())
@@ -82,22 +88,33 @@ def ask(run: CascadeRun, m: SolverMatrix, s: int, accepted: np.ndarray, verifier
     n_items] are the verifier's verdicts on s's answers. The previous member's answers are checked
     first (they did not stand), so the answers that check obtains are paid here, once per item."""
     cost, calls, have = run.cost, run.calls, dict(run.have)
+    check_cost, checked = run.check_cost, dict(run.checked)
 
-    def obtain(model: str, wanted: np.ndarray, price: np.ndarray) -> None:
+    def obtain(model: str, wanted: np.ndarray, price: np.ndarray) -> np.ndarray:
         nonlocal cost, calls
         held = have.get(model)
         new = wanted if held is None else wanted & ~held
-        cost = cost + np.where(new, price, 0.0)  # + 0 where not obtained: the same sums as before
+        paid = np.where(new, price, 0.0)  # + 0 where not obtained: the same sums as before
+        cost = cost + paid
         calls = calls + new
         have[model] = new if held is None else held | new
+        return paid
 
     if run.last is not None:
         for model, price in verifier.check_costs(m.solvers[run.last], m.item_ids).items():
-            obtain(model, run.asked, price)
+            paid = obtain(model, run.asked, price)
+            check_cost = check_cost + paid
+            checked[model] = checked[model] + paid if model in checked else paid
     asked = run.open
-    obtain(m.solvers[s], asked, m.cost[:, s])
+    name = m.solvers[s]
+    paid = obtain(name, asked, m.cost[:, s])
+    if name in checked:  # a check bought this member's answer: from here on it is the member's, not the check's
+        moved = np.where(asked, checked[name], 0.0)
+        paid, check_cost = paid + moved, check_cost - moved
+        checked[name] = checked[name] - moved
     return CascadeRun(final=np.where(asked, m.correct[:, s], run.final), cost=cost, calls=calls,
-                      open=asked & ~accepted, last=s, asked=asked, have=have)
+                      open=asked & ~accepted, last=s, asked=asked, have=have,
+                      answer_cost=np.where(asked, paid, run.answer_cost), check_cost=check_cost, checked=checked)
 
 
 def run_cascade(m: SolverMatrix, order: list[int], table: np.ndarray, verifier: Verifier) -> CascadeRun:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from delegation_lab.frontier.gap import closest_first
 from delegation_lab.pipeline.figures import pyplot, save_figure
 
 # `served`: a deployed policy's live decisions (frontier_served), the frontier's own point like the baselines
@@ -60,5 +61,55 @@ def plot_frontier(table: pl.DataFrame, out: Path, title: str) -> Path:
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return save_figure(fig, out)
+
+
+GAP_COLORS = {"routing": "tab:blue", "verifier": "tab:red", "routing_or_verifier": "0.6",
+              "answer_premium_usd": "tab:purple", "escalations_usd": "tab:orange", "checks_usd": "tab:green", "unsplit_usd": "0.6"}
+GAP_KINDS = ("single", "cascade", "study")  # mixtures lie between two singles: their bars add nothing
+
+
+def _stacked(ax, y: np.ndarray, entries: list[dict], parts: tuple[str, ...], total: str) -> None:
+    """Horizontal bars of `parts` stacked from 0 (negative parts leftwards), the total with its interval."""
+    right, left = np.zeros(len(entries)), np.zeros(len(entries))
+    for part in parts:
+        v = np.array([e.get(part, np.nan) for e in entries], dtype=float)
+        if np.isnan(v).all():
+            continue
+        v = np.nan_to_num(v)
+        start = np.where(v >= 0, right, left)
+        ax.barh(y, v, left=start, color=GAP_COLORS[part], height=0.7, label=part.removesuffix("_usd").replace("_", " "))
+        right, left = right + v.clip(min=0), left + v.clip(max=0)
+    t = np.array([e[total] for e in entries])
+    lo, hi = np.array([e[f"{total}_ci"] for e in entries]).T
+    ax.errorbar(t, y, xerr=np.vstack([t - lo, hi - t]).clip(min=0), fmt="o", color="black", markersize=3, capsize=2,
+                elinewidth=0.8, label="total (95 % interval)")
+    ax.axvline(0, color="black", lw=0.6)
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=7, loc="best")
+
+
+def plot_oracle_gap(gap: dict, out: Path, title: str, top: int = 30) -> Path:
+    """plots/frontier/oracle_gap.png: the `top` methods closest to the oracle (singles, cascades, study
+    methods), left their accuracy gap split into routing / verifier, right their extra dollars per item
+    split into the answer's premium, escalations and checks (frontier/gap.py); grey where the study
+    records no split."""
+    plt = pyplot()
+
+    chosen = closest_first(gap, GAP_KINDS, top)
+    n = max(len(chosen), 1)
+    fig, (acc_ax, cost_ax) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.28 * n), dpi=120, sharey=True)
+    y = np.arange(len(chosen))[::-1]
+    entries = [m for _, m in chosen]
+    if entries:
+        _stacked(acc_ax, y, entries, ("routing", "verifier", "routing_or_verifier"), "accuracy_gap")
+        # a study that records no answer / check costs: its cost gap as one grey bar, as its accuracy's
+        costs = [e if "checks_usd" in e else {**e, "unsplit_usd": e["cost_gap_usd"]} for e in entries]
+        _stacked(cost_ax, y, costs, ("answer_premium_usd", "escalations_usd", "checks_usd", "unsplit_usd"), "cost_gap_usd")
+    acc_ax.set_yticks(y, [k for k, _ in chosen], fontsize=7)
+    acc_ax.set_xlabel("accuracy below the oracle's (fraction of items)")
+    cost_ax.set_xlabel("US$ per item above the oracle's")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return save_figure(fig, out)

@@ -67,6 +67,7 @@ def served_points(decisions: pl.DataFrame, labeled_split: pl.DataFrame, dataset:
         parts.append(pl.DataFrame({
             "study": BASELINES, "method": method, "operating_point": "default", "seed": 0, "split": split,
             "dataset": dataset, "verifier": verifier, "item_id": g["item_id"], "correct": g["correct"], "cost_usd": g["cost"],
+            "held_right": None, "answer_cost_usd": None, "check_cost_usd": None,  # the journal does not split them
         }, schema=OUTCOME_SCHEMA))
     report = {
         "requests_answered": answered.height,

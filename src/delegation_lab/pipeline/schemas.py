@@ -155,4 +155,12 @@ OUTCOME_SCHEMA: dict[str, pl.DataType] = {
     "item_id": pl.String,
     "correct": pl.Float64,  # 0/1, or an expected value in [0, 1] (a random mixture)
     "cost_usd": pl.Float64,
+    # Where the oracle gap goes (frontier/gap.py); null = the study does not record it:
+    "held_right": pl.Float64,  # 1 when a right answer was within the method's reach on the item (gap.py)
+    "answer_cost_usd": pl.Float64,  # what the call whose answer was returned cost
+    "check_cost_usd": pl.Float64,  # dollars paid to verify (answers a check obtained)
 }
+
+# The outcome columns a producer may leave out, and files written before they existed lack: they
+# read (and are written) as nulls (`pipeline.tables.with_outcome_columns`).
+OUTCOME_OPTIONAL = ("held_right", "answer_cost_usd", "check_cost_usd")

@@ -16,7 +16,7 @@ from typing import IO, Any
 import polars as pl
 
 from delegation_lab.pipeline.layout import Layout
-from delegation_lab.pipeline.schemas import OUTCOME_SCHEMA, SPLITS, SUMMARY_SCHEMA
+from delegation_lab.pipeline.schemas import OUTCOME_OPTIONAL, OUTCOME_SCHEMA, SPLITS, SUMMARY_SCHEMA
 
 
 def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], table: str) -> pl.DataFrame:
@@ -139,9 +139,17 @@ def read_summaries(layout: Layout) -> pl.DataFrame:
     return pl.concat(frames, how="vertical_relaxed")
 
 
+def with_outcome_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every optional outcome column it lacks (`OUTCOME_OPTIONAL`) added as nulls: a
+    study that does not record them, and files written before they existed, still conform."""
+    missing = [c for c in OUTCOME_OPTIONAL if c not in frame.columns]
+    return frame.with_columns(pl.lit(None, dtype=OUTCOME_SCHEMA[c]).alias(c) for c in missing) if missing else frame
+
+
 def read_outcomes(layout: Layout) -> pl.DataFrame:
     """Every study's item-level outcomes (results/outcomes/*.parquet) in the contract's columns."""
     files = sorted(layout.outcomes_dir.glob("*.parquet"))
     if not files:
         return pl.DataFrame(schema=OUTCOME_SCHEMA)
-    return pl.concat([pl.read_parquet(f).select(list(OUTCOME_SCHEMA)) for f in files], how="vertical_relaxed")
+    return pl.concat([with_outcome_columns(pl.read_parquet(f)).select(list(OUTCOME_SCHEMA)) for f in files],
+                     how="vertical_relaxed")

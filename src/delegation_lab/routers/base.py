@@ -56,6 +56,9 @@ class Outcome:
     correct: np.ndarray  # bool [n]
     cost: np.ndarray  # float [n]
     scores: np.ndarray  # float [n, S] (or [n, 1]): what the decision was made on
+    # bool [n, S]: the solvers its routing would call whatever the verdicts (a cascade's chain), where
+    # that differs from `called`; the oracle-gap split (frontier/gap.py) reads it. None: `called`.
+    reach: np.ndarray | None = None
 
 
 def utility_choice(accuracy: np.ndarray, cost: np.ndarray, lam: float, reference_cost: float) -> np.ndarray:

@@ -52,17 +52,19 @@ class LearnedCascadeRouter(Router):
         done = np.zeros(n, dtype=bool)
         chosen = np.full(n, self.order[-1])
         called = np.zeros((n, s), dtype=bool)
+        reach = np.zeros((n, s), dtype=bool)  # the chain it walks until a verdict stops it
         paid = np.zeros(n)
         for pos, j in enumerate(self.order):
             last = pos == len(self.order) - 1
-            call = ~done & (last | (score[:, j] >= knob))
+            reach[:, j] = last | (score[:, j] >= knob)
+            call = ~done & reach[:, j]
             called[call, j] = True
             paid[call] += cost[call, j]
             accept = call & (last | verifier.accepts(self.solvers[j], item_ids, correct[:, j], seed))
             chosen[accept] = j
             done |= accept
         rows = np.arange(n)
-        return Outcome(chosen, called, correct[rows, chosen], paid, score)
+        return Outcome(chosen, called, correct[rows, chosen], paid, score, reach)
 
     def route(self, x: Inputs, knob: float):
         """New questions: the first solver it would try, the scores, and the expected cost of the walk
