@@ -58,7 +58,8 @@ def frontier(ctx: StageContext) -> None:
     table, metrics, baselines = frontier_with_outcomes(
         labeled, summaries, params, ctx.params.data.dataset, verifier=verifier, outcomes=outcomes,
         intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split),
-        served=served, estimated=estimated_reasoning(ctx.layout, sorted(every_split["solver"].unique().to_list())))
+        served=served, estimated=estimated_reasoning(ctx.layout, sorted(every_split["solver"].unique().to_list())),
+        ties=evaluation.ties)
     write_parquet_atomic(table, ctx.layout.frontier)
     write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
     metrics = {"dataset": ctx.params.data.dataset, "split": params.split, "n_items": labeled["item_id"].n_unique(),
