@@ -153,6 +153,7 @@ class Settings:
     intervals: Any  # evaluation.intervals of params.yaml: the compare page's bootstrap
     ui_url: str  # tracking.ui_url: where MLflow run links point
     tracking: bool = True  # tracking.enabled: false hides the MLflow section (no store to link to)
+    ties: Any = None  # evaluation.ties: the compare page's tie tolerances (None: the models' defaults)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -161,13 +162,13 @@ def settings(root: str, stamp: str) -> Settings:
     absent or does not validate (a results folder copied without it)."""
     from delegation_lab.params.root import TrackingParams, load_params
     from delegation_lab.errors import ConfigError
-    from delegation_lab.evaluation.params import IntervalParams
+    from delegation_lab.evaluation.params import IntervalParams, TieParams
 
     try:
         params = load_params(Path(root) / "params.yaml")
-        return Settings(params.evaluation.intervals, params.tracking.ui_url, params.tracking.enabled)
+        return Settings(params.evaluation.intervals, params.tracking.ui_url, params.tracking.enabled, params.evaluation.ties)
     except (ConfigError, OSError):
-        return Settings(IntervalParams(), TrackingParams().ui_url, TrackingParams().enabled)
+        return Settings(IntervalParams(), TrackingParams().ui_url, TrackingParams().enabled, TieParams())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.params import IntervalParams, TieParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 
 
@@ -33,24 +33,28 @@ def matrix(rows: pl.DataFrame, items: list[str], column: str) -> np.ndarray:
 @dataclass(frozen=True)
 class Comparison:
     n_items: int
-    summary: pl.DataFrame  # per quantity (accuracy, cost per item): A, B, A - B with its interval and p-value
+    summary: pl.DataFrame  # per quantity (accuracy, cost per item): A, B, A - B with its interval, p-value and tie
     disagreements: pl.DataFrame  # items where the mean correct over seeds differs
 
 
-def compare(a: pl.DataFrame, b: pl.DataFrame, intervals: IntervalParams) -> Comparison | None:
-    """A versus B on their common items, paired: one ItemBootstrap, both resampled identically."""
+def compare(a: pl.DataFrame, b: pl.DataFrame, intervals: IntervalParams, ties: TieParams | None = None) -> Comparison | None:
+    """A versus B on their common items, paired: one ItemBootstrap, both resampled identically; a
+    difference within `ties` (`evaluation.ties`) is a tie."""
     items = common_items(a, b)
     if not items:
         return None
+    ties = ties or TieParams()
     boot = ItemBootstrap(len(items), intervals.resamples, intervals.confidence, intervals.seed)
     rows = []
-    for quantity, column in (("accuracy", "correct"), ("cost per item (USD)", "cost_usd")):
+    for quantity, column, tolerance in (("accuracy", "correct", ties.accuracy(len(items))),
+                                        ("cost per item (USD)", "cost_usd", ties.cost_usd)):
         va, vb = matrix(a, items, column), matrix(b, items, column)
-        test = paired_bootstrap(boot, va, vb)
+        test = paired_bootstrap(boot, va, vb, tolerance)
         (a_lo, a_hi), (b_lo, b_hi) = boot.interval(va), boot.interval(vb)
         rows.append({"quantity": quantity, "A": float(va.mean()), "A low": a_lo, "A high": a_hi,
                      "B": float(vb.mean()), "B low": b_lo, "B high": b_hi,
-                     "A − B": test["difference"], "low": test["ci_low"], "high": test["ci_high"], "p-value": test["p_value"]})
+                     "A − B": test["difference"], "low": test["ci_low"], "high": test["ci_high"], "p-value": test["p_value"],
+                     "tie": test["tie"]})
     per_item = lambda rows: rows.filter(pl.col("item_id").is_in(items)).group_by("item_id").agg(  # noqa: E731
         pl.col("correct").mean(), pl.col("cost_usd").mean())
     both = per_item(a).join(per_item(b), on="item_id", suffix="_b").rename({"correct": "correct_a", "cost_usd": "cost_a", "cost_usd_b": "cost_b"})

@@ -65,7 +65,8 @@ def frontier(ctx: StageContext) -> None:
         labeled, summaries, params, ctx.params.data.dataset, verifier=verifier, outcomes=outcomes,
         intervals=evaluation.intervals, search_labeled=every_split.filter(pl.col("split") == params.cascade.search_split),
         served=served, estimated=estimated_reasoning(ctx.layout, sorted(every_split["solver"].unique().to_list())),
-        compared=compared, rates_labeled={RATES_SPLIT: train} if train.height and params.split != RATES_SPLIT else None)
+        compared=compared, rates_labeled={RATES_SPLIT: train} if train.height and params.split != RATES_SPLIT else None,
+        ties=evaluation.ties)
     write_parquet_atomic(table, ctx.layout.frontier)
     write_outcomes(ctx.layout, BASELINES, baselines)  # so the dashboard can pair a baseline with any study point
     gap = oracle_gap(table, metrics["methods"], pl.concat([outcomes, baselines], how="vertical_relaxed"),

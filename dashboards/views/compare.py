@@ -39,8 +39,8 @@ keep_in_url(a=a_name, b=b_name)
 
 a_rows = p.query("point_outcomes", study=a["study"], method=a["method"], operating_point=a["operating_point"], split=a["split"])
 b_rows = p.query("point_outcomes", study=b["study"], method=b["method"], operating_point=b["operating_point"], split=b["split"])
-intervals = settings(*p.key).intervals
-result = paired.compare(a_rows, b_rows, intervals)
+intervals, ties = settings(*p.key).intervals, settings(*p.key).ties
+result = paired.compare(a_rows, b_rows, intervals, ties)
 if result is None:
     st.warning("A and B share no item that every seed of both scored.")
     st.stop()
@@ -59,9 +59,9 @@ def usd(x: float) -> str:
 
 acc, cost = result.summary.row(0, named=True), result.summary.row(1, named=True)
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Accuracy A − B", f"{acc['A − B']:+.2%}")
+m1.metric("Accuracy A − B", "tie" if acc["tie"] else f"{acc['A − B']:+.2%}")
 m2.metric("Accuracy p-value", p_text(acc["p-value"]))
-m3.metric("Cost per item A − B", usd(cost["A − B"]))
+m3.metric("Cost per item A − B", "tie" if cost["tie"] else usd(cost["A − B"]))
 m4.metric("Cost p-value", p_text(cost["p-value"]))
 conf = f"{intervals.confidence:.0%}"
 st.caption(
@@ -69,11 +69,12 @@ st.caption(
     f"(A: {a['n_seeds']} seed(s), B: {b['n_seeds']}). Paired item-level bootstrap ({intervals.resamples:,} resamples, "
     f"seed {intervals.seed}; items — and seeds where there are several — resampled, the same resamples for A and B): "
     f"accuracy A − B in [{acc['low']:+.2%}, {acc['high']:+.2%}], cost A − B in [{usd(cost['low'])}, {usd(cost['high'])}] per item "
-    f"({conf} intervals); p-value: two-sided bootstrap test of no difference."
+    f"({conf} intervals); p-value: two-sided bootstrap test of a difference beyond the tie tolerance "
+    f"(`evaluation.ties`: ${ties.cost_usd:g} per item, {ties.accuracy_items:g} item(s) of accuracy), within which it reads \"tie\"."
 )
 # %.4g: accuracies (0.9667) and costs per item ($3.125e-05) both keep four significant digits
 st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_table",
-             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in result.summary.columns if c != "quantity"})
+             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in result.summary.columns if c not in ("quantity", "tie")})
 
 st.subheader("By domain and difficulty")
 slices = p.query("item_slices", item_ids=sorted(set(a_rows["item_id"].to_list()) & set(b_rows["item_id"].to_list())))

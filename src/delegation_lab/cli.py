@@ -493,12 +493,15 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
         if m.get("verifier") in short:
             name = name.removesuffix(f" [{m['verifier']}]") + f" [{short[m['verifier']]}]"
         test = m.get("vs_best_single") or {}
+        versus = "—"
+        if "p_value" in test:  # a difference within evaluation.ties reads "tie"
+            versus = f"{test['against']}: tie" if test.get("tie") else f"{test['against']}: {test['difference']:+.3f}, p={test['p_value']:.2g}"
+        dominated = m.get("dominated_by") or (f"ties {m['ties_with']}" if m.get("ties_with") else "—")
         estimated = m.get("cost_rests_on_estimated_tokens")
         rows.append({
             "method": f"{name} †" if estimated else name, "kind": m["kind"], "accuracy": f"{m['best_accuracy']:.3f} {interval(m.get('accuracy_ci'), '.3f')}",
             "cost / item (US$)": f"{m['best_accuracy_cost_per_item_usd']:.3g} {interval(m.get('cost_ci'), '.3g')}",
-            "AIQ": f"{m['aiq']:.3f}", "dominated by": m.get("dominated_by") or "—",
-            "vs best single (Δ acc, p)": f"{test['against']}: {test['difference']:+.3f}, p={test['p_value']:.2g}" if "p_value" in test else "—",
+            "AIQ": f"{m['aiq']:.3f}", "dominated by": dominated, "vs best single (Δ acc, p)": versus,
             "verifier": deployable_note(m["kind"], m.get("verifier_deployable"), m.get("not_deployable")),
         })
     compared = [f"`{d['compare_name']}` = {verifier_summary(d, summary['split'])}" for d in sets.values() if d.get("compare_name")]
@@ -508,8 +511,15 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
               + "; accuracy and cost at each method's most accurate point, 95 % item-level bootstrap intervals; "
               "verifier: whether the one a cascade's or study's accept decisions rest on could be deployed.\n\n")
     footer = ""
+    if summary.get("ties"):  # metrics written with evaluation.ties
+        t = summary["ties"]
+        footer += (f"\nTies (`evaluation.ties`): costs within ${t['cost_usd']:g} per item and accuracies within "
+                   f"{t['accuracy_items']:g} item(s) ({t['accuracy']:.2g}) are equal. \"dominated by\": the cheapest baseline "
+                   "costing no more and at least as accurate, better beyond a tolerance on one of the two; \"ties X\": "
+                   "equal to baseline X; \"vs best single\": the most accurate single solver costing no more (within "
+                   "the tolerance), \"tie\" when the difference is within it.\n")
     if summary.get("estimated_reasoning_tokens"):
-        footer = "\n† cost rests on estimated hidden reasoning tokens: " + "; ".join(
+        footer += "\n† cost rests on estimated hidden reasoning tokens: " + "; ".join(
             f"{solver} {e['reasoning_tokens_per_item']} per answer ({e['source']})"
             for solver, e in summary["estimated_reasoning_tokens"].items()) + "\n"
     return header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",

@@ -13,7 +13,7 @@ import pytest
 
 from dashboards import charts, queries
 from dashboards.links import StepsKey, steps_url
-from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.params import IntervalParams, TieParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from tests.dashboard.test_dashboard import (
     CROWD,
@@ -130,13 +130,13 @@ def test_compare_page_matches_duckdb_and_the_paired_bootstrap(app, synthetic_pro
                                       WHERE study = $s GROUP BY method ORDER BY method""", s=STUDY)
     (acc_a, cost_a), (acc_b, cost_b) = means.filter(pl.col("method") == "dqn_map").select("acc", "cost").row(0), \
         means.filter(pl.col("method") == "random").select("acc", "cost").row(0)
-    p = IntervalParams()  # the fixture has no params.yaml: the defaults
+    p, ties = IntervalParams(), TieParams()  # the fixture has no params.yaml: the defaults
     boot = ItemBootstrap(len(items), p.resamples, p.confidence, p.seed)
     expected = {
         "accuracy": paired_bootstrap(boot, outcome_arrays(synthetic_project, "dqn_map", "correct", items),
-                                     outcome_arrays(synthetic_project, "random", "correct", items)),
+                                     outcome_arrays(synthetic_project, "random", "correct", items), ties.accuracy(len(items))),
         "cost per item (USD)": paired_bootstrap(boot, outcome_arrays(synthetic_project, "dqn_map", "cost_usd", items),
-                                                outcome_arrays(synthetic_project, "random", "cost_usd", items)),
+                                                outcome_arrays(synthetic_project, "random", "cost_usd", items), ties.cost_usd),
     }
     table = frame(at, "compare_table").set_index("quantity")
     assert table.loc["accuracy", "A"] == pytest.approx(acc_a) and table.loc["accuracy", "B"] == pytest.approx(acc_b)
@@ -147,7 +147,10 @@ def test_compare_page_matches_duckdb_and_the_paired_bootstrap(app, synthetic_pro
         assert table.loc[quantity, "low"] == pytest.approx(test["ci_low"])
         assert table.loc[quantity, "high"] == pytest.approx(test["ci_high"])
         assert table.loc[quantity, "p-value"] == pytest.approx(test["p_value"])
-    assert metric(at, "Accuracy A − B") == f"{acc_a - acc_b:+.2%}"
+        assert table.loc[quantity, "tie"] == test["tie"]
+    # within half an item (evaluation.ties) the difference reads "tie"
+    assert metric(at, "Accuracy A − B") == ("tie" if expected["accuracy"]["tie"] else f"{acc_a - acc_b:+.2%}")
+    assert expected["accuracy"]["tie"] == (abs(acc_a - acc_b) * len(items) <= 0.5 + 1e-9)
 
     disagree = sql(synthetic_project, """
         WITH m AS (SELECT method, item_id, avg(correct) AS c FROM outcomes WHERE study = $s GROUP BY ALL)

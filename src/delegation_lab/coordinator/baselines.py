@@ -1,18 +1,22 @@
 """Fixed policies and the rollout loop shared by every non-learning method.
 
 - `always_a`: every attempt to the manager alone (route [A]; in the delegation env kickoff {A}, A
-  answers — so it pays the kickoff fee there, as in the paper).
+  answers — so it pays the kickoff fee there, as in the paper). Under `rejected_last_answer: return`
+  its route ends after one attempt: a rejected answer is returned, not re-asked (re-asking repeats
+  the same cached answer and verdict), so in the management env it is solver A alone, item by item.
 - `random`: uniform over the action space, from the lane's own stream ([seed, 5]; [seed, 6] on the test split).
-- `oracle`: the action of highest immediate reward knowing the labels (the cheapest correct option;
-  the cheapest option when nobody is right) — an upper bound, not a policy one could deploy.
+- `oracle`: the action of highest immediate reward knowing the verdicts (the cheapest accepted
+  option; the cheapest option when none is accepted) — an upper bound, not a policy one could deploy.
+  Under `return` it stops after one attempt (when its choice is rejected, every option is).
 - `mgmt_policy`: the frozen, greedy management coordinator on the delegation study's packets
   (every method with the same seed sees the same packets), under its own management rule
   (`mgmt_policy_rules: management`, the paper's matched comparison) or with each route sent as the
   matching joint action of the delegation env (`delegation`: kickoff the manager, pass down the
   route, paying the delegation edge fees).
 - `fixed_order`: every fixed order of routes (management) or of solvers (delegation: kickoff the
-  solver alone, it answers) — attempt k plays the order's k-th element, the last one once the order
-  is exhausted (re-asking repeats the same answer and verdict) — the strongest non-learning
+  solver alone, it answers) — attempt k plays the order's k-th element; once the order is exhausted
+  the item ends with its last answer under `return`, and under `wrong` the last element is re-asked
+  up to max_attempts (repeating the same answer and verdict) — the strongest non-learning
   baselines; one lane per (order, seed), all orders batched in one environment.
 - a trained DQN's greedy policy.
 """
@@ -40,6 +44,24 @@ def always_manager(kind: str, actions: ActionTable, manager: str) -> Policy:
     else:
         index = actions.index_of(joint_index((actions.solvers.index(manager),), (0,) * len(actions.solvers), len(actions.solvers)))
     return lambda obs, env: np.full(len(obs), index, dtype=np.int64)
+
+
+STOP_AFTER_ONE = ("always_a", "oracle")  # fixed policies whose route is one attempt long
+
+
+def attempt_limit(method: str, rule: str, max_attempts: int) -> int:
+    """Attempts a fixed policy makes on an item before a rejected answer ends it: under `return` one
+    for always-A and the oracle (re-asking repeats the same cached answer and verdict); every other
+    method, and every method under the paper's `wrong`, max_attempts."""
+    return 1 if rule == "return" and method in STOP_AFTER_ONE else max_attempts
+
+
+def order_limits(plan: np.ndarray, rule: str) -> np.ndarray:
+    """Per fixed order (a row of `fixed_orders`' plan), its attempts before the item ends: the order's
+    length under `return` (its elements are distinct; the rest is padding), the plan's width under `wrong`."""
+    if rule != "return":
+        return np.full(len(plan), plan.shape[1], dtype=np.int64)
+    return np.array([len(set(row.tolist())) for row in plan], dtype=np.int64)
 
 
 def uniform_random(seeds: np.ndarray, n_actions: int, stream: int = POLICY_STREAM) -> Policy:

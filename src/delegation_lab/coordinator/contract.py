@@ -40,7 +40,7 @@ class CoordinatorStudy:
             runs = trainer.run()
         with ctx.phase("trajectories"):
             metrics = coordinator_metrics(runs, params, data, layout, verifier, ctx.params.evaluation.intervals,
-                                          dataset, str(trainer.device))
+                                          dataset, str(trainer.device), ctx.params.evaluation.ties)
 
         def finish(written: Written) -> None:
             metrics["timing"] = timing(ctx.phases, written.trajectory_rows)

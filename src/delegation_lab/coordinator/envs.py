@@ -10,16 +10,20 @@ lane seed as a table [lane, item, solver] (common random numbers: the same (solv
 gets the same verdict in every method and on every re-ask). Rule with several answerers: the
 attempt is accepted if the verifier accepts any of the answers, and the kept answer is the most
 expensive accepted one (the strongest solver's, on a price-ordered stack). Accuracy is never the
-verdict: an item counts as correct iff its kept answer is right by the gold label; a dropped item
-is wrong. Without a verdict table the verifier is gold (accepted = right). Reward
+verdict: an item counts as correct iff its kept answer is right by the gold label. An item whose
+last attempt is rejected (its `max_attempts`-th, or its lane's `attempt_limits` entry: a fixed
+policy whose route is exhausted) is dropped; under `rejected_last_answer: return` (the default) the
+coordinator still returns the answer it holds — the most expensive answer of the item's last
+attempt that had one — graded against gold like any other; under `wrong` (the paper's accounting,
+where the verdict is the gold label) a dropped item is wrong. Without a verdict table the verifier is
+gold (accepted = right), and both rules give the same accuracy. Reward (the same under both rules)
 
     r = R_corr * accepted - lambda * (C_solve + C_fee) - R_fail
 
 with C_solve the answerers' cached costs, C_fee = alpha * n_e * C_solve on a management route with
 n_e handoffs, or alpha * sum of the recipients' expected solve costs over the delegation edges
-(see `actions`), and R_fail = fail_penalty when the item's max_attempts-th attempt is rejected (the
-item is then dropped). An accepted answer or a drop moves to the next item; the episode ends after
-the packet.
+(see `actions`), and R_fail = fail_penalty when the item's last attempt is rejected (the item is
+then dropped). An accepted answer or a drop moves to the next item; the episode ends after the packet.
 
 Observation (float32): with the map, each solver's success rate and lambda x mean cost of the item's
 difficulty bucket; then the attempt index (one-hot), the solvers that already answered this item,
@@ -28,7 +32,7 @@ and episode progress (items done / packet_size). Without the map ("no map") only
 Lane randomness: packets are drawn from the lane's own stream `default_rng([seed, ENV_STREAM])`,
 which nothing else consumes, so every method run with the same seed sees the same packets.
 In `sequential` mode (the held-out sweep) the env also keeps per lane and item the gold
-correctness of the kept answer, the cost and the reward (`item_outcomes`), for item-level intervals.
+correctness of the graded answer, the cost and the reward (`item_outcomes`), for item-level intervals.
 """
 
 from __future__ import annotations
@@ -50,10 +54,12 @@ def lane_rng(seed: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(stream)])
 
 
-def kept_answer(ok: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """[L]: the solver whose answer an attempt keeps, of the accepted ones `ok` [L, S] the most
-    expensive (`cost` [L, S]; meaningless where none is accepted)."""
-    return np.argmax(np.where(ok, cost, -1.0), axis=1)
+def kept_answer(ans: np.ndarray, ok: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Index (last axis) of the answer an attempt keeps: the most expensive accepted one, else the
+    most expensive one given (the strongest solver's, on a price-ordered stack)."""
+    accepted = np.argmax(np.where(ok, cost, -1.0), axis=-1)
+    given = np.argmax(np.where(ans, cost, -1.0), axis=-1)
+    return np.where(ok.any(axis=-1), accepted, given)
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class EnvConfig:
     fail_penalty: float = 1.0
     handoff_fee: float = 0.05
     use_map: bool = True
+    rejected_last_answer: Literal["return", "wrong"] = "return"
 
 
 def obs_dim(n_solvers: int, max_attempts: int, use_map: bool) -> int:
@@ -135,6 +142,7 @@ class VecCoordinatorEnv:
         auto_reset: bool = True,
         verdicts: np.ndarray | None = None,
         map_lanes: np.ndarray | None = None,
+        attempt_limits: np.ndarray | None = None,
     ):
         if table.solvers != actions.solvers:
             raise ValueError(f"table solvers {table.solvers} != action solvers {actions.solvers}")
@@ -149,6 +157,12 @@ class VecCoordinatorEnv:
         self.P = config.packet_size
         self.K = config.max_attempts
         self.lam = np.broadcast_to(np.asarray(cost_weights, dtype=np.float64), (self.L,)).copy()
+        # per lane: attempts before a rejected item is dropped (a fixed policy's route length; else max_attempts)
+        self.limit = np.full(self.L, self.K, dtype=np.int64) if attempt_limits is None else \
+            np.broadcast_to(np.asarray(attempt_limits, dtype=np.int64), (self.L,)).copy()
+        if self.limit.min() < 1 or self.limit.max() > self.K:
+            raise ValueError(f"attempt_limits must lie in 1..max_attempts ({self.K}); got {sorted(set(self.limit.tolist()))}")
+        self._return_rejected = config.rejected_last_answer == "return"
         if mode == "sequential":
             seq_episodes = -(-table.n_items // self.P)
             episodes = seq_episodes if episodes is None else min(episodes, seq_episodes)
@@ -183,6 +197,8 @@ class VecCoordinatorEnv:
         self.pos = np.zeros(self.L, dtype=np.int64)
         self.attempt = np.zeros(self.L, dtype=np.int64)
         self.tried = np.zeros((self.L, self.S), dtype=bool)
+        self.held_right = np.zeros(self.L, dtype=bool)  # gold correctness of the answer held on the current item
+        self.graded = np.zeros(self.L, dtype=bool)  # the last step's graded outcome (the record's `correct`)
         self.episode = np.zeros(self.L, dtype=np.int64)  # episodes completed
         self.t_ep = np.zeros(self.L, dtype=np.int64)
         self.active = np.ones(self.L, dtype=bool)
@@ -228,6 +244,7 @@ class VecCoordinatorEnv:
         self.pos[lanes] = 0
         self.attempt[lanes] = 0
         self.tried[lanes] = False
+        self.held_right[lanes] = False
         self.t_ep[lanes] = 0
 
     def reset(self) -> np.ndarray:
@@ -271,13 +288,14 @@ class VecCoordinatorEnv:
 
     def outcomes(self, items: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         """(answer mask [L, S], accepted [L], kept answer right [L], solve cost [L], fee [L]) of
-        `actions` on `items`."""
+        `actions` on `items`. The kept answer is the most expensive accepted one, or when none is
+        accepted the most expensive one given (what a drop returns); False when nobody answers."""
         ans = self._ans[actions]
         ok = ans & self.verdicts_of(items)
         accepted = ok.any(axis=1)
         cost = self._cost[items]
-        kept = kept_answer(ok, cost)
-        right = accepted & self._correct[items][self._lanes, kept]
+        kept = kept_answer(ans, ok, cost)
+        right = ans.any(axis=1) & self._correct[items][self._lanes, kept]
         solve = (self._ans_f[actions] * cost).sum(axis=1)
         fee = self.config.handoff_fee * (self._handoffs[actions] * solve + (self._edges[actions] * self._expected[items]).sum(axis=1))
         return ans, accepted, right, solve, fee
@@ -291,20 +309,26 @@ class VecCoordinatorEnv:
         actions = np.asarray(actions, dtype=np.int64)
         act = self.active.copy()
         items = self.current_items()
-        ans, accepted, right, solve, fee = self.outcomes(items, actions)
+        ans, accepted, kept_right, solve, fee = self.outcomes(items, actions)
         ans &= act[:, None]
         accepted &= act
-        right &= act
         cost = np.where(act, solve + fee, 0.0)
         failed = act & ~accepted
         attempt_before = self.attempt.copy()
         self.attempt = np.where(failed, self.attempt + 1, self.attempt)
-        dropped = failed & (self.attempt >= self.K)
+        dropped = failed & (self.attempt >= self.limit)
         reward = accepted.astype(np.float64) - self.lam * cost - self.config.fail_penalty * dropped
         reward = np.where(act, reward, 0.0)
+        # the answer held on the item: this attempt's, or an earlier one's when nobody answered now
+        self.held_right = np.where(ans.any(axis=1), kept_right, self.held_right)
+        right = accepted & kept_right
+        if self._return_rejected:
+            right |= dropped & self.held_right
+        self.graded = right
         advance = accepted | dropped
         self.tried |= ans
         self.tried[advance] = False
+        self.held_right[advance] = False
         self.attempt[advance] = 0
         if self.record is not None:
             eps = np.broadcast_to(np.asarray(epsilon, dtype=np.float32), (self.L,))
@@ -318,8 +342,10 @@ class VecCoordinatorEnv:
             out["reward"][self._lanes, items] += reward
             out["held_right"][self._lanes, items] |= (ans & self._correct[items]).any(axis=1)
             costs = self._cost[items]
-            kept_cost = costs[self._lanes, kept_answer(ans & self.verdicts_of(items), costs)]
-            out["answer_cost_usd"][self._lanes, items] += np.where(accepted, kept_cost, 0.0)
+            kept_cost = costs[self._lanes, kept_answer(ans, ans & self.verdicts_of(items), costs)]
+            # the answer returned: an accepted one, or (rule `return`) the one a drop keeps when it answered now
+            returned = accepted | (dropped & ans.any(axis=1) if self._return_rejected else False)
+            out["answer_cost_usd"][self._lanes, items] += np.where(returned, kept_cost, 0.0)
         acc = self._ep_acc
         acc["return"] += reward
         acc["cost_usd"] += cost
@@ -364,8 +390,8 @@ class VecCoordinatorEnv:
         for reporting the methods that trained side by side in one batch; it is not stepped again."""
         lanes = np.asarray(lanes, dtype=np.int64)
         view = copy.copy(self)
-        for name in ("seeds", "lam", "packet", "packet_len", "pos", "attempt", "tried", "episode", "t_ep", "active",
-                     "total_steps"):
+        for name in ("seeds", "lam", "limit", "packet", "packet_len", "pos", "attempt", "tried", "held_right", "graded",
+                     "episode", "t_ep", "active", "total_steps"):
             setattr(view, name, getattr(self, name)[lanes].copy())
         view.L = len(lanes)
         view._lanes = np.arange(view.L)
@@ -383,15 +409,19 @@ class VecCoordinatorEnv:
     def oracle_actions(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Per lane, the action of highest immediate reward knowing the verdicts (the cheapest
         accepted option; the cheapest option when none is accepted), and on equal reward the one
-        whose kept answer is right: an upper bound on the return, not a policy one could deploy."""
+        whose graded answer is right (a rejected answer counts where this attempt is the item's
+        last and the rule returns it): an upper bound on the return, not a policy one could deploy."""
         ix = self._lanes if rows is None else rows
         items = self.current_items()[ix]
         verdict = self.verdicts_of(self.current_items())[ix]  # [L, S]
-        ok = self._ans[None] & verdict[:, None, :]  # [L, A, S]
+        ans = np.broadcast_to(self._ans[None], (len(ix), *self._ans.shape))  # [L, A, S]
+        ok = ans & verdict[:, None, :]
         accepted = ok.any(axis=2)
         cost = self._cost[items]
-        kept = np.argmax(np.where(ok, cost[:, None, :], -1.0), axis=2)  # [L, A]
-        right = accepted & np.take_along_axis(self._correct[items], kept, axis=1)
+        kept = kept_answer(ans, ok, np.broadcast_to(cost[:, None, :], ans.shape))  # [L, A]
+        kept_right = np.take_along_axis(self._correct[items], kept, axis=1)
+        last = (self.attempt[ix] + 1 >= self.limit[ix])[:, None] & self._return_rejected
+        right = (accepted | last) & kept_right
         solve = cost @ self._ans_f.T  # [L, A]
         fee = self.config.handoff_fee * (self._handoffs[None] * solve + self._expected[items] @ self._edges.T)
         value = accepted - self.lam[ix, None] * (solve + fee)
@@ -448,10 +478,10 @@ class _SingleLaneEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         item_id = self._item_id()
         items = self.core.current_items()
-        _, accepted, right, solve, fee = self.core.outcomes(items, np.array([int(action)]))
+        _, accepted, _, solve, fee = self.core.outcomes(items, np.array([int(action)]))
         _, reward, done, terminal_obs, _ = self.core.step(np.array([int(action)]))
         info = {"item_id": item_id, "executors": self.table_actions.executors(int(action)),
-                "accepted": bool(accepted[0]), "correct": bool(right[0]), "cost_usd": float(solve[0] + fee[0])}
+                "accepted": bool(accepted[0]), "correct": bool(self.core.graded[0]), "cost_usd": float(solve[0] + fee[0])}
         return terminal_obs[0], float(reward[0]), bool(done[0]), False, info
 
 

@@ -90,6 +90,14 @@ class CoordinatorParams(StudyParams):
     """Attempts per item; after this many failures the item is dropped with the fail penalty."""
     fail_penalty: float = Field(1.0, ge=0)
     """Penalty (subtracted from the reward) when an item is dropped after max_attempts failures."""
+    rejected_last_answer: Literal["return", "wrong"] = "return"
+    """What a dropped item (its last attempt rejected by the verifier) is graded as. `return`: the
+    coordinator returns the answer it holds, graded against gold like any other, and a fixed policy
+    stops when its route is exhausted (always-A and the oracle after one attempt, a fixed order after
+    its last element), so always-A equals solver A alone in accuracy and cost. `wrong`: the paper's
+    accounting (History Matters App. D: its labels are both verdict and grade): every policy retries
+    up to max_attempts, re-asking its last solver and paying again for the same cached answer, and a
+    dropped item is wrong. The reward is the paper's under both (R_corr on acceptance, fail_penalty on a drop)."""
     cost_weight: float = Field(100.0, gt=0)
     """lambda: dollars are scaled by this into the reward."""
     handoff_fee: float = Field(0.05, ge=0)

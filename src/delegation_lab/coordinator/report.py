@@ -10,7 +10,7 @@ from delegation_lab.coordinator.data import CoordinatorData
 from delegation_lab.coordinator.params import CoordinatorParams
 from delegation_lab.coordinator.results import provenance, study_metrics
 from delegation_lab.coordinator.study import EnvLayout, MethodRun
-from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.params import IntervalParams, TieParams
 from delegation_lab.evaluation.verifier import Verifier
 
 ENVIRONMENTS = ("management", "delegation")
@@ -18,15 +18,17 @@ STAGE_PHASES = ("load", "train_and_evaluate", "trajectories", "mlflow_wait", "su
 
 
 def coordinator_metrics(runs: list[MethodRun], params: CoordinatorParams, data: CoordinatorData, layout: EnvLayout,
-                        verifier: Verifier, intervals: IntervalParams, dataset: str, device: str) -> dict[str, Any]:
+                        verifier: Verifier, intervals: IntervalParams, dataset: str, device: str,
+                        ties: TieParams = TieParams()) -> dict[str, Any]:
     """Every figure of the study, with what it ran on and why a value differs from the paper's."""
-    metrics = study_metrics(runs, params.late_episodes, params.packet_size, intervals)
+    metrics = study_metrics(runs, params.late_episodes, params.packet_size, intervals, ties)
     metrics["verifier"] = verifier.describe()
     metrics["setup"] = {
         "dataset": dataset, "agents": list(layout.columns),
         "routes": [">".join(r) for r in layout.routes], "train_items": data.train.n_items,
         "test_items": data.test.n_items, "ability_map": data.has_map, "device": device,
         "torch_threads": params.torch_threads, "mgmt_policy_rules": params.mgmt_policy_rules,
+        "rejected_last_answer": params.rejected_last_answer,  # how a dropped item is graded (docs/studies/coordinator.md)
         "dqn_learning_starts": params.dqn.learning_starts,  # ours, not the paper's (see provenance)
     }
     metrics["provenance"] = provenance({k: v for k, v in metrics.items() if k in ENVIRONMENTS},

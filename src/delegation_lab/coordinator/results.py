@@ -16,7 +16,7 @@ from scipy.stats import wilcoxon
 
 from delegation_lab.coordinator.envs import VecCoordinatorEnv
 from delegation_lab.coordinator.study import MethodRun
-from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.params import IntervalParams, TieParams
 from delegation_lab.evaluation.statistics import (
     ItemBootstrap,
     mean_and_std,
@@ -123,7 +123,8 @@ def _lanes(per_lane: dict[str, np.ndarray], lanes: np.ndarray) -> dict[str, np.n
 
 def item_values(env: VecCoordinatorEnv, packet_size: int) -> dict[str, np.ndarray]:
     """[L, test items] per-item values whose means are the held-out headlines: gold correctness of
-    the kept answer (a dropped item is wrong), cost, and reward x packet_size (mean = return per packet)."""
+    the graded answer (a dropped item's returned answer, or wrong: `rejected_last_answer`), cost, and
+    reward x packet_size (mean = return per packet)."""
     out = env.item_outcomes
     return {"accuracy": out["correct"].astype(np.float64), "cost_per_item": out["cost_usd"],
             "return": out["reward"] * packet_size}
@@ -154,19 +155,24 @@ def method_block(lt: dict[str, np.ndarray], te: dict[str, np.ndarray], items: di
     return m
 
 
-def paired_block(boot: ItemBootstrap, ours: dict[str, np.ndarray], base: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Held-out differences ours - base on the same seeds and items: difference, interval, p-value."""
+def paired_block(boot: ItemBootstrap, ours: dict[str, np.ndarray], base: dict[str, np.ndarray],
+                 ties: TieParams = TieParams()) -> dict[str, Any]:
+    """Held-out differences ours - base on the same seeds and items: difference, interval, p-value,
+    and whether it is a tie (`evaluation.ties` for accuracy and cost; the return ties only exactly)."""
+    tolerance = {"return": 0.0, "accuracy": ties.accuracy(boot.n_items), "cost_per_item": ties.cost_usd}
     out: dict[str, Any] = {}
     for key in ("return", "accuracy", "cost_per_item"):
-        test = paired_bootstrap(boot, ours[key], base[key])
+        test = paired_bootstrap(boot, ours[key], base[key], tolerance[key])
         out[f"{key}_difference"] = test["difference"]
         out[f"{key}_difference_ci"] = [test["ci_low"], test["ci_high"]]
         out[f"{key}_p_value"] = test["p_value"]
+        out[f"{key}_tie"] = test["tie"]
     return out
 
 
 def effect_block(lt: dict[str, np.ndarray], base_lt: dict[str, np.ndarray], boot: ItemBootstrap,
-                 items: dict[str, np.ndarray], base_items: dict[str, np.ndarray], confidence: float) -> dict[str, Any]:
+                 items: dict[str, np.ndarray], base_items: dict[str, np.ndarray], confidence: float,
+                 ties: TieParams = TieParams()) -> dict[str, Any]:
     """Effect sizes against always-A with intervals, where the paper gives a Wilcoxon p (at its
     20-seed floor 2^-19 whenever every seed is better, so it says nothing about how much): late
     training, the mean seed-wise difference with a Student-t interval over seeds and the paired
@@ -178,7 +184,7 @@ def effect_block(lt: dict[str, np.ndarray], base_lt: dict[str, np.ndarray], boot
         out[f"late_{key}_difference"] = ci["mean"]
         out[f"late_{key}_difference_ci"] = [ci["low"], ci["high"]]
         out[f"late_{key}_standardised"] = float(ci["mean"] / ci["std"]) if ci["std"] > 0 else None
-    out["held_out"] = paired_block(boot, items, base_items)
+    out["held_out"] = paired_block(boot, items, base_items, ties)
     return out
 
 
@@ -203,7 +209,7 @@ def provenance(study_blocks: dict[str, Any], learning_starts: int) -> dict[str, 
 
 
 def study_metrics(runs: list[MethodRun], late: int, packet_size: int,
-                  intervals: IntervalParams = IntervalParams()) -> dict[str, Any]:
+                  intervals: IntervalParams = IntervalParams(), ties: TieParams = TieParams()) -> dict[str, Any]:
     """The content of metrics/coordinator.json for the main (non-sweep) runs of every environment."""
     out: dict[str, Any] = {}
     n_items = next(r.test.table.n_items for r in runs)
@@ -232,9 +238,9 @@ def study_metrics(runs: list[MethodRun], late: int, packet_size: int,
                 m["seeds_better_return"] = int((lt["return"] > base_late["return"]).sum())
                 m["seeds_cheaper"] = int((lt["cost_per_episode"] < base_late["cost_per_episode"]).sum())
                 m["cost_ratio_vs_always_a"] = float(lt["cost_per_episode"].mean() / base_late["cost_per_episode"].mean())
-                m["vs_always_a"] = effect_block(lt, base_late, boot, items, base_items, intervals.confidence)
+                m["vs_always_a"] = effect_block(lt, base_late, boot, items, base_items, intervals.confidence, ties)
             if best_items is not None and run.method in ("dqn_map", "dqn_nomap"):
-                m["vs_best_fixed_order"] = paired_block(boot, items, best_items)
+                m["vs_best_fixed_order"] = paired_block(boot, items, best_items, ties)
             m["seconds"] = round(run.seconds, 2)
             m.update(run.extra or {})
             block[run.method] = m
@@ -316,7 +322,7 @@ def summary_rows(runs: list[MethodRun], late: int, packet_size: int, dataset: st
 
 def outcome_frame(runs: list[MethodRun], dataset: str, verifier: str) -> pl.DataFrame:
     """Item-level outcomes of every test-split summary row (same method / operating point / seed):
-    the kept answer's gold correctness (0 for a dropped item) and the cost paid on the item; where the
+    the graded answer's gold correctness (a dropped item per `rejected_last_answer`) and the cost paid on the item; where the
     gap goes (frontier/gap.py): whether an answer it obtained was right, the kept answer's cost, and
     no dollars for checks (the verdicts are not priced here)."""
     parts = []
@@ -383,6 +389,8 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
              pl.lit(',"accepted":'), pl.when(pl.col("_accepted")).then(pl.lit("true")).otherwise(pl.lit("false")),
              pl.lit(',"dropped":'), pl.when(pl.col("_dropped")).then(pl.lit("true")).otherwise(pl.lit("false")),
              pl.lit(f',"cost_weight":{run.cost_weights[lane]:g}')]
+    if env.limit[lane] < env.K:  # a fixed policy's route ends before max_attempts (the credit replay needs it)
+        parts.append(pl.lit(f',"attempt_limit":{int(env.limit[lane])}'))
     if which == "train" and run.epsilon is not None:
         parts += [pl.lit(',"epsilon":'), pl.col("_epsilon")]
     parts.append(pl.lit("}"))

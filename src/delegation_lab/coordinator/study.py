@@ -183,7 +183,10 @@ class CoordinatorStudy:
 
     def config(self, use_map: bool) -> EnvConfig:
         p = self.p
-        return EnvConfig(p.packet_size, p.max_attempts, p.fail_penalty, p.handoff_fee, use_map)
+        return EnvConfig(p.packet_size, p.max_attempts, p.fail_penalty, p.handoff_fee, use_map, p.rejected_last_answer)
+
+    def limit(self, method: str) -> int:
+        return baselines.attempt_limit(method, self.p.rejected_last_answer, self.p.max_attempts)
 
     def actions(self, study: str) -> ActionTable:
         if study == "management":
@@ -199,18 +202,20 @@ class CoordinatorStudy:
         return np.stack([self._verdicts[(table.split, int(s))] for s in seeds])
 
     def env(self, split: str, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
-            record: bool | None = None, map_lanes: np.ndarray | None = None) -> VecCoordinatorEnv:
-        """The train (sampled packets, `episodes` of them) or test (every item once, in order) env."""
+            record: bool | None = None, map_lanes: np.ndarray | None = None,
+            attempt_limits: np.ndarray | None = None) -> VecCoordinatorEnv:
+        """The train (sampled packets, `episodes` of them) or test (every item once, in order) env;
+        `attempt_limits`: per lane, the attempts before a rejected item ends (None: max_attempts)."""
         table = {"train": self.train_table, "test": self.test_table, "dev": self.dev_table}[split]
         record = self.p.trajectories if record is None else record
         episodes, mode = (self.p.episodes, "sample") if split == "train" else (None, "sequential")
         return VecCoordinatorEnv(table, self.actions(study), self.config(use_map), seeds, weights, episodes, mode, record,
-                                 verdicts=self.verdicts(table, seeds), map_lanes=map_lanes)
+                                 verdicts=self.verdicts(table, seeds), map_lanes=map_lanes, attempt_limits=attempt_limits)
 
-    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray,
-             record: bool | None = None) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
-        return (self.env("train", study, use_map, seeds, weights, record),
-                self.env("test", study, use_map, seeds, weights, record))
+    def envs(self, study: str, use_map: bool, seeds: np.ndarray, weights: np.ndarray, record: bool | None = None,
+             attempt_limits: np.ndarray | None = None) -> tuple[VecCoordinatorEnv, VecCoordinatorEnv]:
+        return (self.env("train", study, use_map, seeds, weights, record, attempt_limits=attempt_limits),
+                self.env("test", study, use_map, seeds, weights, record, attempt_limits=attempt_limits))
 
     def find(self, study: str, method: str) -> MethodRun | None:
         return next((r for r in self.runs if r.study == study and r.method == method and not r.sweep), None)
@@ -235,7 +240,7 @@ class CoordinatorStudy:
                 frozen = source.policy
                 if method == "mgmt_policy_selected":
                     frozen, extra = self.selected[source.method]
-            train, test = self.envs(rules, use_map, seeds, weights)
+            train, test = self.envs(rules, use_map, seeds, weights, attempt_limits=np.full(len(seeds), self.limit(method)))
             actions = train.actions
             if method == "always_a":
                 act = baselines.always_manager(study, actions, self.layout.manager)
@@ -270,7 +275,9 @@ class CoordinatorStudy:
         n, use_map = len(seeds), self.data.has_map
         rows = {m: np.arange(k * n, (k + 1) * n) for k, m in enumerate(methods)}
         with stopwatch() as lap:
-            train, test = self.envs(study, use_map, np.tile(seeds, len(methods)), np.tile(weights, len(methods)))
+            limits = np.repeat([self.limit(m) for m in methods], n)
+            train, test = self.envs(study, use_map, np.tile(seeds, len(methods)), np.tile(weights, len(methods)),
+                                    attempt_limits=limits)
             actions = train.actions
 
             def policy(method: str, stream: int) -> baselines.Policy:
@@ -417,8 +424,9 @@ class CoordinatorStudy:
         lane_order = np.repeat(np.arange(len(names)), n)
         lane_seeds, lane_weights = np.tile(seeds, len(names)), np.tile(weights, len(names))
         use_map = self.data.has_map
+        limits = baselines.order_limits(plan, self.p.rejected_last_answer)[lane_order]
         with stopwatch() as lap:
-            train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False)
+            train, test = self.envs(study, use_map, lane_seeds, lane_weights, record=False, attempt_limits=limits)
             act = baselines.planned(plan, lane_order)
             baselines.rollout(train, act, observe=False)
             baselines.rollout(test, act, observe=False)

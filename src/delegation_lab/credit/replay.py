@@ -10,7 +10,8 @@ the environment and the other agents preserved. Two studies can:
   solve cost(S) = their cached costs; fees as the coordinator charges them (`coordinator.envs`):
   alpha x the expected solve cost of each delegation edge into a member of S (the recipient's edge
   is its own cost), or on a management route n_e x alpha x the answerer's solve cost; the fail
-  penalty when the attempt is the item's last (attempt = max_attempts) and S fails. So
+  penalty when the attempt is the item's last (attempt = max_attempts, or the lane's
+  `attempt_limit` where a fixed policy's route is shorter) and S fails. So
   v(N) is the stored reward exactly (checked), and v(empty) is a failed attempt with no cost.
 - `credit` (this study): each team rollout (planner + workers) is replayed by `env.TeamGame` from
   the outcomes stored in its rows' `extra` (the planner masked = its decomposition masked).
@@ -166,8 +167,10 @@ class CoordinatorReplayer:
         if missing:
             raise InputError(f"coordinator trajectories of {method}: item(s) {missing[:3]} have no labeled answers "
                              "in data/ (train or test split); run the data stages of the project that wrote them")
-        extra = rows["extra"].str.json_decode(pl.Struct({"attempt": pl.Int64, "cost_weight": pl.Float64}))
+        extra = rows["extra"].str.json_decode(pl.Struct({"attempt": pl.Int64, "cost_weight": pl.Float64,
+                                                          "attempt_limit": pl.Int64}))
         attempt = extra.struct.field("attempt").to_numpy()
+        limit = extra.struct.field("attempt_limit").fill_null(self.max_attempts).to_numpy()
         lam = extra.struct.field("cost_weight").to_numpy().astype(np.float64)
         kinds, acts = zip(*(self.action_index[a] for a in rows["action"].to_list()), strict=True)
         kinds, acts = np.array(kinds), np.array(acts)
@@ -182,7 +185,7 @@ class CoordinatorReplayer:
             handoffs[sel] = table.handoffs[acts[sel]]
         idx = np.array([self.item_index[i] for i in rows["item_id"].to_list()])
         game = CoordinatorGame(answers, self.correct[idx], self.cost[idx], self.expected[idx], edges, handoffs, lam,
-                               attempt >= self.max_attempts, self.alpha, self.fail_penalty)
+                               attempt >= limit, self.alpha, self.fail_penalty)
         full = game.values(np.arange(T), np.ones((1, 1, n), dtype=bool))[:, 0]
         stored = rows["reward"].to_numpy()
         bad = np.flatnonzero(~np.isclose(full, stored, rtol=1e-9, atol=1e-9))

@@ -73,6 +73,22 @@ class IntervalParams(ParamsModel):
     """Seed of the bootstrap's resampling stream (the same resamples for every method: paired)."""
 
 
+class TieParams(ParamsModel):
+    """How far apart two methods may be and still be reported as equal: paired tests (`"tie": true`),
+    `dominated_by` / `ties_with` and `vs_best_single` in the frontier (docs/frontier.md)."""
+
+    cost_usd: float = Field(1.0e-9, ge=0)
+    """Cost differences of at most this many dollars per item are ties (floating-point sums of the
+    same calls in another order differ by ~1e-11)."""
+    accuracy_items: float = Field(0.5, ge=0)
+    """Accuracy differences of at most this many items (accuracy_items / n_items over the items
+    compared) are ties; 0.5: on one seed only an exact tie, averaged over seeds up to half an item."""
+
+    def accuracy(self, n_items: int) -> float:
+        """The accuracy tolerance on `n_items` items."""
+        return self.accuracy_items / max(int(n_items), 1)
+
+
 class EvaluationParams(ParamsModel):
     verifier: VerifierParams = VerifierParams()
     """The one verifier every method's acceptance decisions go through; accuracy is always against gold."""
@@ -85,6 +101,8 @@ class EvaluationParams(ParamsModel):
     adds the baselines' cost again (docs/evaluation.md)."""
     intervals: IntervalParams = IntervalParams()
     """Item-level bootstrap intervals on every frontier point and study headline."""
+    ties: TieParams = TieParams()
+    """Tolerances under which a cost or accuracy difference is a tie (paired tests, dominance, vs_best_single)."""
 
     @model_validator(mode="after")
     def _distinct(self) -> EvaluationParams:

@@ -5,7 +5,10 @@
   instance draws its item resamples once, so every method scored on the same items is resampled
   identically: differences between methods are paired.
 - Paired test (`paired_bootstrap`): the interval of mean(a) - mean(b) over the same resamples and a
-  two-sided bootstrap p-value (twice the smaller tail share at zero).
+  two-sided bootstrap p-value (twice the smaller tail share at zero). With a `tolerance`
+  (`evaluation.ties`, `tied`), an observed difference within it is a tie (`"tie": true`) and the
+  p-value tests for a difference beyond it (twice the smaller share of resampled differences on the
+  far side of the band [-tolerance, tolerance]): an exact tie has p = 1, and tolerance 0 is the plain test.
 - Per-seed summaries (`seed_interval`): with a handful of seeds a bootstrap over seeds is far too
   narrow, so a Student-t interval of the mean over seeds.
 - `wilson_interval`: binomial proportions (ability maps, success rates).
@@ -98,15 +101,24 @@ class ItemBootstrap:
         return float(lo), float(hi)
 
 
-def paired_bootstrap(boot: ItemBootstrap, a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+def tied(difference: float, tolerance: float) -> bool:
+    """Is a difference within the tie tolerance (`evaluation.ties`)? Relative slack of 1e-9 so a
+    difference of exactly the tolerance, computed in floating point, still ties."""
+    return abs(difference) <= tolerance * (1 + 1e-9)
+
+
+def paired_bootstrap(boot: ItemBootstrap, a: np.ndarray, b: np.ndarray, tolerance: float = 0.0) -> dict[str, float | bool]:
     """mean(a) - mean(b) on the same items (each [n_items] or [n_seeds, n_items]): the difference,
-    its interval over the shared resamples and a two-sided bootstrap p-value."""
+    its interval over the shared resamples, a two-sided bootstrap p-value of a difference beyond
+    `tolerance`, and whether the observed difference is a tie (within `tolerance`; module docstring)."""
     da, db = boot.draws(a), boot.draws(b)
     diff = da - db
     lo, hi = boot._percentiles(diff)
     observed = float(np.mean(a) - np.mean(b))
-    tail = min(float(np.mean(diff <= 0)), float(np.mean(diff >= 0)))
-    return {"difference": observed, "ci_low": lo, "ci_high": hi, "p_value": min(1.0, 2 * tail)}
+    band = tolerance * (1 + 1e-9)
+    tail = min(float(np.mean(diff <= band)), float(np.mean(diff >= -band)))
+    return {"difference": observed, "ci_low": lo, "ci_high": hi, "p_value": min(1.0, 2 * tail),
+            "tie": tied(observed, tolerance)}
 
 
 def unit_bootstrap(statistic: Callable[..., np.ndarray], arrays: list[np.ndarray], resamples: int, rng: np.random.Generator,

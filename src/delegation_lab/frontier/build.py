@@ -37,10 +37,15 @@ Definitions (all on one split, default `test`):
   `summarize` reports) get one; the other rows have nulls.
 - Field metrics (`routing_metrics`, definitions and sources there): LLMRouterBench's Gain@BestSingle,
   Gap@Oracle, CostSave and ParetoDist and RouterArena's Arena score per method, within its verifier set.
+- Ties (`evaluation.ties`): a cost difference of at most `cost_usd` per item and an accuracy
+  difference of at most `accuracy_items` / n items are no difference.
 - dominated_by: for a learned method, the cheapest baseline point (single, mixture, cascade) of its
-  set that costs no more and is at least as accurate at the method's best-accuracy point, one of the
-  two strictly. vs_best_single: a paired bootstrap test of that point's accuracy against the most
-  accurate single solver costing no more.
+  set that costs no more (within the cost tolerance) and is at least as accurate (within the accuracy
+  tolerance) at the method's best-accuracy point, and beats it beyond the tolerance on one of the
+  two. ties_with: the cheapest baseline point equal to it within both tolerances (null when none).
+  vs_best_single: a paired bootstrap test (`tie` within the accuracy tolerance) of that point's
+  accuracy against the most accurate single solver costing no more than the point plus the cost
+  tolerance (so a single that costs 1e-11 more is the comparison).
 - Hull: a method's points made non-decreasing and concave (random mixtures of operating points
   realise every segment between them).
 - AIQ: the mean of a method's hull, anchored at (0 $, 0 %) (abstaining), over the cost interval from
@@ -82,7 +87,7 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.params.root import FrontierParams
-from delegation_lab.evaluation.params import IntervalParams
+from delegation_lab.evaluation.params import IntervalParams, TieParams
 from delegation_lab.evaluation.statistics import ItemBootstrap, paired_bootstrap
 from delegation_lab.evaluation.verifier import Verifier
 from delegation_lab.frontier.estimates import resting_on_estimates, verifier_models
@@ -143,6 +148,7 @@ class ItemValues:
 
     intervals: IntervalParams
     items: dict[str, list[str]] = field(default_factory=dict)  # dataset -> item order
+    ties: TieParams = field(default_factory=TieParams)  # what the paired test and dominance call no difference
     values: dict[tuple, tuple[np.ndarray, np.ndarray, list[str]]] = field(default_factory=dict)
     _boots: dict[tuple[str, int], ItemBootstrap] = field(default_factory=dict)
 
@@ -185,11 +191,13 @@ class ItemValues:
         return (*boot.interval(c), *boot.interval(k))
 
     def paired_accuracy(self, a: tuple, b: tuple) -> dict | None:
-        """Paired bootstrap of accuracy(a) - accuracy(b) when both cover the same items."""
+        """Paired bootstrap of accuracy(a) - accuracy(b) when both cover the same items; `tie` when
+        the difference is within the accuracy tolerance (`evaluation.ties`)."""
         if a not in self.values or b not in self.values or self.values[a][2] != self.values[b][2]:
             return None
-        boot = self.bootstrap(a[3], self.values[a][2])
-        return {k: round(v, 6) for k, v in paired_bootstrap(boot, self.values[a][0], self.values[b][0]).items()}
+        ids = self.values[a][2]
+        test = paired_bootstrap(self.bootstrap(a[3], ids), self.values[a][0], self.values[b][0], self.ties.accuracy(len(ids)))
+        return {k: v if isinstance(v, bool) else round(v, 6) for k, v in test.items()}
 
 
 def _key(row: dict) -> tuple:
@@ -208,23 +216,43 @@ def _point_name(row: dict) -> str:
     return name if row["operating_point"] == "default" else f"{name}@{row['operating_point']}"
 
 
-def dominating_baseline(best: dict, contenders: pl.DataFrame) -> dict | None:
-    """The cheapest baseline point that costs no more than `best` and is at least as accurate, one strictly."""
+def _within(ties: TieParams, n_items: int) -> tuple[float, float]:
+    """(cost, accuracy) tolerances, with the relative slack of `statistics.tied`."""
+    return ties.cost_usd * (1 + 1e-9), ties.accuracy(n_items) * (1 + 1e-9)
+
+
+def dominating_baseline(best: dict, contenders: pl.DataFrame, ties: TieParams = TieParams(), n_items: int = 1) -> dict | None:
+    """The cheapest baseline point that costs no more than `best` and is at least as accurate, both
+    within the tie tolerances (`evaluation.ties`, accuracy over `n_items`), and beats it beyond the
+    tolerance on one of the two."""
     c, a = best["cost_per_item_usd"], best["accuracy"]
+    tc, ta = _within(ties, n_items)
+    cost, acc = pl.col("cost_per_item_usd"), pl.col("accuracy")
     dom = contenders.filter(
-        pl.col("kind").is_in(BASELINE_KINDS) & (pl.col("cost_per_item_usd") <= c) & (pl.col("accuracy") >= a)
-        & ((pl.col("cost_per_item_usd") < c) | (pl.col("accuracy") > a))
+        pl.col("kind").is_in(BASELINE_KINDS) & (cost <= c + tc) & (acc >= a - ta) & ((cost < c - tc) | (acc > a + ta))
     ).sort(["cost_per_item_usd", "accuracy"], descending=[False, True])
     return dom.row(0, named=True) if dom.height else None
+
+
+def tying_baseline(best: dict, contenders: pl.DataFrame, ties: TieParams = TieParams(), n_items: int = 1) -> dict | None:
+    """The cheapest baseline point equal to `best` within both tie tolerances (`ties_with`)."""
+    tc, ta = _within(ties, n_items)
+    same = contenders.filter(
+        pl.col("kind").is_in(BASELINE_KINDS) & ((pl.col("cost_per_item_usd") - best["cost_per_item_usd"]).abs() <= tc)
+        & ((pl.col("accuracy") - best["accuracy"]).abs() <= ta)
+    ).sort(["cost_per_item_usd", "accuracy"], descending=[False, True])
+    return same.row(0, named=True) if same.height else None
 
 
 def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], values: ItemValues, main_verifier: str,
               estimated: dict[str, dict] | None = None, check_models: list[str] | None = None) -> dict:
     """Per method: best accuracy and its cost with intervals, its verifier, AIQ, APGR, CPT(levels),
-    and for learned methods `dominated_by` and a paired test against the best single solver. Where the
+    and for learned methods `dominated_by`, `ties_with` and a paired test against the best single
+    solver, under the tie tolerances of `values.ties`. Where the
     best point's cost rests on estimated reasoning tokens (`estimated`: frontier/estimates.py) of one of
     its solvers or of the verifier's `check_models`, `cost_rests_on_estimated_tokens` names them."""
     acc, cost = m.accuracy(), m.mean_cost()
+    n_items = len(m.item_ids)  # the accuracy tie tolerance's denominator
     weak = int(np.argmin(cost))
     strong = int(np.argmax(acc))
     anchors = Anchors(float(cost[weak]), float(acc[weak]), float(cost[strong]), float(acc[strong]))
@@ -253,11 +281,14 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
             entry["cost_rests_on_estimated_tokens"] = resting
         if best["kind"] in ("study", SERVED_KIND):
             same = frontier.filter((pl.col("verifier") == verifier) & (pl.col("study") == "baselines"))
-            dom = dominating_baseline(best, same)
+            dom = dominating_baseline(best, same, values.ties, n_items)
             entry["dominated_by"] = _point_name(dom) if dom else None
-            singles = same.filter((pl.col("kind") == "single") & (pl.col("cost_per_item_usd") <= best["cost_per_item_usd"]))
+            tie = tying_baseline(best, same, values.ties, n_items)
+            entry["ties_with"] = _point_name(tie) if tie else None
+            within = best["cost_per_item_usd"] + _within(values.ties, n_items)[0]
+            singles = same.filter((pl.col("kind") == "single") & (pl.col("cost_per_item_usd") <= within))
             if singles.height:
-                single = singles.sort("accuracy", descending=True).row(0, named=True)
+                single = singles.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).row(0, named=True)
                 test = values.paired_accuracy(_key(best), _key(single))
                 entry["vs_best_single"] = {"against": single["method"], **test} if test else {"against": single["method"]}
             else:
@@ -271,6 +302,8 @@ def summarize(frontier: pl.DataFrame, m: SolverMatrix, levels: list[float], valu
         "weak_solver": m.solvers[weak],
         "strong_solver": m.solvers[strong],
         "cost_interval_usd": [c_lo, c_hi],
+        "ties": {"cost_usd": values.ties.cost_usd, "accuracy_items": values.ties.accuracy_items,
+                 "accuracy": values.ties.accuracy(n_items)},  # what dominated_by / ties_with / vs_best_single call equal
         "oracle": {"accuracy": oracle["accuracy"], "cost_per_item_usd": oracle["cost_per_item_usd"],
                    "accuracy_ci": _pair(oracle["accuracy_ci_low"], oracle["accuracy_ci_high"])},
         "methods": methods,
@@ -299,10 +332,11 @@ def _pair(lo: float | None, hi: float | None) -> list[float] | None:
 
 def build_frontier(labeled_split: pl.DataFrame, summaries: pl.DataFrame, params: FrontierParams, dataset: str, *,
                    verifier: Verifier = DEFAULT_VERIFIER, outcomes: pl.DataFrame | None = None,
-                   intervals: IntervalParams | None = None, search_labeled: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
+                   intervals: IntervalParams | None = None, search_labeled: pl.DataFrame | None = None,
+                   ties: TieParams | None = None) -> tuple[pl.DataFrame, dict]:
     """`frontier_with_outcomes` without the baselines' item-level outcomes."""
     table, metrics, _ = frontier_with_outcomes(labeled_split, summaries, params, dataset, verifier=verifier, outcomes=outcomes,
-                                               intervals=intervals, search_labeled=search_labeled)
+                                               intervals=intervals, search_labeled=search_labeled, ties=ties)
     return table, metrics
 
 
@@ -332,7 +366,8 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
                            served: ServedPoints | None = None,
                            estimated: dict[str, dict] | None = None,
                            compared: Mapping[str, Verifier] | None = None,
-                           rates_labeled: Mapping[str, pl.DataFrame] | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
+                           rates_labeled: Mapping[str, pl.DataFrame] | None = None,
+                           ties: TieParams | None = None) -> tuple[pl.DataFrame, dict, pl.DataFrame]:
     """(frontier, metrics, the baselines' item-level outcomes). The frontier of `dataset` (the cached answers' task) and, apart, of any other task a study's
     summary rows name in their `dataset` column (e.g. a simulated environment with its own costs):
     each (task, verifier) gets its own Pareto set, and the methods summary covers `dataset` only.
@@ -345,10 +380,11 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     (`evaluation.compare_verifiers` name -> Verifier) the baselines are recomputed under, each its own
     Pareto set (frontier/verifiers.py); the studies stay under `verifier`. The metrics' `verifiers`
     describe each set's verifier with its FP / FN on this split and on each split of `rates_labeled`
-    (split -> labelled answers, e.g. train); every row gets `verifier_deployable`."""
+    (split -> labelled answers, e.g. train); every row gets `verifier_deployable`. `ties`: `evaluation.ties`, the
+    tolerances of dominance, `ties_with` and `vs_best_single`."""
     m = SolverMatrix.from_labeled(labeled_split)
     search = None if exhaustive(m, params) else search_matrix(search_labeled, m, params)
-    values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids})
+    values = ItemValues(intervals or IntervalParams(), items={dataset: m.item_ids}, ties=ties or TieParams())
     study_points = pl.DataFrame()
     if summaries.height:
         # a study's own oracle (method `oracle` or `<env>.oracle`) is an upper bound, not a contender

@@ -27,6 +27,7 @@ import polars as pl
 
 from delegation_lab.errors import InputError
 from delegation_lab.evaluation import ItemBootstrap, Verifier, build_verifier, paired_bootstrap
+from delegation_lab.evaluation.params import TieParams
 from delegation_lab.params.root import Params, load_params
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.schemas import SPLITS
@@ -130,8 +131,8 @@ def best_index(points: list[dict]) -> int:
     return max(range(len(points)), key=lambda i: (points[i]["accuracy"], -points[i]["cost_per_item_usd"]))
 
 
-def compare(name: str, transfer: Scored, in_domain: Scored, boot: ItemBootstrap) -> dict:
-    """Each fit's operating points and the paired differences transfer - in domain."""
+def compare(name: str, transfer: Scored, in_domain: Scored, boot: ItemBootstrap, ties: TieParams = TieParams()) -> dict:
+    """Each fit's operating points and the paired differences transfer - in domain (`tie` within `evaluation.ties`)."""
     if len(transfer.labels) != len(in_domain.labels):
         raise InputError(f"routers.{name}: {len(transfer.labels)} operating points after the transfer fit, "
                          f"{len(in_domain.labels)} in domain; their sweeps must match")
@@ -140,8 +141,9 @@ def compare(name: str, transfer: Scored, in_domain: Scored, boot: ItemBootstrap)
     best = {k: best_index(p) for k, p in points.items()}
 
     def paired(i: int, j: int) -> dict:
-        return {"accuracy": paired_bootstrap(boot, transfer.correct[i].astype(float), in_domain.correct[j].astype(float)),
-                "cost_per_item_usd": paired_bootstrap(boot, transfer.cost[i], in_domain.cost[j])}
+        return {"accuracy": paired_bootstrap(boot, transfer.correct[i].astype(float), in_domain.correct[j].astype(float),
+                                             ties.accuracy(boot.n_items)),
+                "cost_per_item_usd": paired_bootstrap(boot, transfer.cost[i], in_domain.cost[j], ties.cost_usd)}
 
     same = best["in_domain"]
     return {
@@ -182,7 +184,7 @@ def run_transfer(source: Project, target: Project, progress: bool = False) -> di
     with deterministic_torch(params.torch_threads):
         for name in params.routers:
             routers[name] = compare(name, fit_and_score(name, params, src, tgt, verifier),
-                                    fit_and_score(name, params, tgt, tgt, verifier), boot)
+                                    fit_and_score(name, params, tgt, tgt, verifier), boot, target.params.evaluation.ties)
             if progress:
                 r = routers[name]
                 print(f"transfer: {name}: accuracy {r['transfer']['best']['accuracy']:.3f} fitted on {source.name}, "
