@@ -186,8 +186,8 @@ class PortfolioParams(ParamsModel):
     cv_folds: int = Field(5, ge=2)
     """Cross-validation folds of `select_split` that choose k (items ranked by a hash of item_id, dealt
     round robin; at most its item count): the selection is rerun on all folds but one and each k's
-    pick scored on that one. The `cross_validation` choice is the smallest k whose mean held-out
-    accuracy (less `model_penalty`) is within one standard error of the best k's (docs/portfolio.md);
+    pick scored on that one. The `cross_validation` choice is the smallest k whose held-out accuracy
+    (less `model_penalty`) is within one standard error (over items) of the best k's (docs/portfolio.md);
     it is reported beside the greedy one (the most accurate chosen portfolio on the whole split),
     which overfits it."""
     model_penalty: float = Field(0.0, ge=0.0, le=1.0)

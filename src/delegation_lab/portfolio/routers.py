@@ -11,6 +11,8 @@ choices against a router fitted on the k-set). One fit on all N models thus serv
   hash of item_id, each routed by the router fitted on the other folds), so a router is chosen on
   the items the cascades are chosen on, never on items it was fitted on;
 - on `frontier.split` they come from the router fitted on the whole selection split.
+- in a cross-validation fold (`portfolio_crossval`) the same, with the fold's other items as the
+  selection split and the fold as the reported one (`held_out_predictions`).
 
 Cost, with F folds, N models, n items, L = len(sweep) and C the k-sets the cascade beam shortlists
 (at most beam x N per k): F + 1 kNN fits and predictions over N models, then per k-set and λ one

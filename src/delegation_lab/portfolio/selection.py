@@ -13,16 +13,24 @@ and `front` lists the candidates not dominated on the selection split; all are t
 `frontier.split` with the frontier's item bootstrap (`ItemBootstrap`, `evaluation.intervals`).
 Headlines per k: accuracy / oracle accuracy (the cheapest correct of all models per item) and
 cost / the k = 1 choice's cost (the best single chosen on the selection split), both on the report split.
+Which k to deploy: chosen by cross-validation on the selection split (`portfolio_crossval`: the
+selection rerun per fold, the one standard error rule), reported beside the greedy train-optimal k
+(the most accurate chosen portfolio across k, the cheapest of equals) with both on the report split
+and their paired difference (the `cross_validation` block).
 
 Cost, with N models, n items, S verifier seeds, B = beam, K = max_k: at most B N cascades per k,
 each O(k S n): O(K^2 B N S n) in all; never a subset enumeration. Routers add the same k-sets times
 their L cost weights, O(K^2 B N L n) after F + 1 router fits (`portfolio_routers`).
+Cross-validation with C = cv_folds reruns the selection C times: each cascade is run once on every
+item (its per-fold sums kept, `Evaluator`), so the reruns run only the cascades no earlier fold
+tried; routers cost C (F + 1) more fits and C times the routing (`portfolio_crossval`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -191,15 +199,12 @@ def build_portfolio(labeled: pl.DataFrame, params: Params, verifier: Verifier, e
     any_right = rep_m.correct.any(axis=1)
     oracle_acc = float(any_right.mean())
     knobs: list[float] = []
-    sel_pred = fold_pred = None
-    router = None
+    sel_pred, fold_pred, router = None, None, None
     if pp.router is not None and embeddings is not None:
         sel_x, sel_pred, rep_pred = router_predictions(params, embeddings, sel_m, rep_m, pp.select_split, report_split)
         knobs = sweep(params)
         router = {"name": pp.router, "knobs": knobs, "folds": pp.router_folds}
-
-        def fold_pred(held: np.ndarray) -> Predictions:
-            return held_out_predictions(params, sel_x, sel_m, held)
+        fold_pred = partial(held_out_predictions, params, sel_x, sel_m)  # a fold's held-out items -> its predictions
 
     by_k = arrangements(select, pp, knobs, sel_pred)
     single_cost = report.score(best(by_k[1]["single"]).order).cost
