@@ -281,7 +281,7 @@ def run_served_stages(root: Path, sizes: dict[str, int], stages: tuple[str, ...]
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["project"]["repo"] = os.path.relpath(REPO, root)
     params["data"].update({"dataset": "served", **sizes})
-    params["portfolio"]["router_folds"] = 2  # a fold needs an item: params check refuses more folds than train items
+    params["portfolio"].update(router_folds=2, cv_folds=2)  # a fold needs an item: params check refuses more folds than train items
     params["tracking"]["enabled"] = False  # the checks read tables, not MLflow: ~2.5 CPU s less per stage
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run([sys.executable, str(REPO / "stages/prepare.py")], root)

@@ -33,7 +33,7 @@ def test_a_replay_solve_with_no_answer_in_its_cache_says_so(tmp_path, capsys):
     write_routellm_csv(root / "cache.csv", ROUTELLM_ROWS)
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["data"].update(ability_size=2, train_size=2, test_size=2)
-    raw["portfolio"]["router_folds"] = 2
+    raw["portfolio"].update(router_folds=2, cv_folds=2)
     raw["tracking"]["enabled"] = False
     raw["solvers"]["R"] = {"backend": "replay", "model": MIX,
                            "price": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 1.0, "source": "test"},

@@ -125,7 +125,7 @@ def test_dvc_repro_keeps_the_key_out_of_dvc_cache_and_mlflow(server, tmp_path, m
     project = make_project(tmp_path / "p")
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["data"].update(ability_size=4, train_size=4, test_size=4)
-    raw["portfolio"]["router_folds"] = 2  # a fold needs an item: params check refuses more folds than train items
+    raw["portfolio"].update(router_folds=2, cv_folds=2)  # a fold needs an item: params check refuses more folds than train items
     raw["solvers"]["A"] = {
         "backend": "openai_compat", "model": "fake-model",
         "price": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 3.0},

@@ -40,7 +40,7 @@ def write_project(root: Path, base_url: str, tracking: bool = False, per_split: 
     """A folder with params.yaml (solver A on the endpoint) and prepared items; no git, no DVC."""
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["data"].update(ability_size=per_split, train_size=per_split, test_size=per_split)
-    raw["portfolio"]["router_folds"] = 2  # a fold needs an item: params check refuses more folds than train items
+    raw["portfolio"].update(router_folds=2, cv_folds=2)  # a fold needs an item: params check refuses more folds than train items
     raw["solvers"]["A"] = {
         "backend": "openai_compat", "model": "fake-model",
         "price": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 3.0},

@@ -183,6 +183,17 @@ class PortfolioParams(ParamsModel):
     """Folds of `select_split` (by a hash of item_id): there each item is routed by the router fitted on
     the other folds, so routers are chosen on the cascades' items but never on their own training
     items; on `frontier.split` the router is fitted on the whole `select_split`."""
+    cv_folds: int = Field(5, ge=2)
+    """Cross-validation folds of `select_split` that choose k (items ranked by a hash of item_id, dealt
+    round robin; at most its item count): the selection is rerun on all folds but one and each k's
+    pick scored on that one. The `cross_validation` choice is the smallest k whose held-out accuracy
+    (less `model_penalty`) is within one standard error (over items) of the best k's (docs/portfolio.md);
+    it is reported beside the greedy one (the most accurate chosen portfolio on the whole split),
+    which overfits it."""
+    model_penalty: float = Field(0.0, ge=0.0, le=1.0)
+    """Accuracy charged per model beyond the first when k is chosen by cross-validation (0.01: each
+    added model must buy one point of held-out accuracy), for a deployer who prices each model's
+    upkeep; 0: the one standard error rule alone."""
 
 
 class LimitsParams(ParamsModel):

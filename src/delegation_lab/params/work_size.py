@@ -291,14 +291,19 @@ def problems(params: Params) -> list[str]:
 
 
 def router_fold_problems(params: Params) -> list[str]:
-    """`portfolio.router_folds` past the items of `portfolio.select_split`: each fold refits the router on
-    the other folds and the loop runs over every fold, held items or not, so a fold count off by orders of
-    magnitude (1,000,000) ran on where every fold past the item count is empty work. A split of null
-    size (the whole file) is bounded by its file instead."""
+    """`portfolio.router_folds` and `portfolio.cv_folds` past the items of `portfolio.select_split`: each
+    fold refits on the other folds and the loop runs over every fold, held items or not, so a fold count
+    off by orders of magnitude (1,000,000) ran on where every fold past the item count is empty work. A
+    split of null size (the whole file) is bounded by its file instead (`dlab portfolio` refuses it there)."""
     p = params.portfolio
     items = getattr(params.data, f"{p.select_split}_size")
-    if not getattr(p, "enabled", True) or p.router is None or not items or p.router_folds <= items:
+    if not getattr(p, "enabled", True) or not items:
         return []
-    return [f"portfolio: portfolio.router_folds {_num(p.router_folds)} > the {items} items of portfolio.select_split "
-            f"{p.select_split!r} (data.{p.select_split}_size): a fold holds at least one item; lower portfolio.router_folds "
-            "(5 by default) or set portfolio.router: null"]
+    split = f"the {items} items of portfolio.select_split {p.select_split!r} (data.{p.select_split}_size): a fold holds at least one item"
+    lines = []
+    if p.router is not None and p.router_folds > items:
+        lines.append(f"portfolio: portfolio.router_folds {_num(p.router_folds)} > {split}; lower portfolio.router_folds "
+                     "(5 by default) or set portfolio.router: null")
+    if p.cv_folds > items:
+        lines.append(f"portfolio: portfolio.cv_folds {_num(p.cv_folds)} > {split}; lower portfolio.cv_folds (5 by default)")
+    return lines

@@ -1,5 +1,5 @@
-"""What `dlab portfolio` and the stage show of metrics/portfolio.json: the table per k and the picture
-(accuracy vs cost per k, plots/portfolio/portfolio.png)."""
+"""What `dlab portfolio` and the stage show of metrics/portfolio.json: the table per k with the
+cross-validation curve and choice of k, and the picture (accuracy vs cost per k, plots/portfolio/portfolio.png)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,37 @@ def portfolio_table(metrics: dict) -> str:
         lines.append(f"{k:>2}  {p['accuracy']:.3f} [{a[0]:.3f}, {a[1]:.3f}]   {p['cost_per_item_usd']:<9.3g} "
                      f"[{c[0]:.3g}, {c[1]:.3g}]".ljust(59) + f" {p['of_oracle_accuracy']:>9.3f} {p['of_best_single_cost']:>11.3f}  "
                      f"{arrangement_label(p)}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + cv_lines(metrics["cross_validation"])) + "\n"
+
+
+def cv_lines(cv: dict) -> list[str]:
+    """The cross-validation curve and the two choices of k (CV and greedy) with their report-split figures."""
+    lines = [f"k by {cv['folds']}-fold cross-validation on the selection split ({cv['rule']}, model_penalty {cv['model_penalty']:g}):",
+             f"{'k':>2}  {'CV accuracy':<11} {'SE':<7} {'CV cost/item US$':<16}  within 1 SE"]
+    lines += [f"{k:>2}  {p['accuracy']:<11.3f} {p['se']:<7.3f} {p['cost_per_item_usd']:<16.3g}  {'yes' if p['within_one_se'] else 'no'}"
+              for k, p in cv["curve"].items()]
+    for name in ("cv_choice", "greedy_choice"):
+        c = cv[name]
+        (alo, ahi), (clo, chi) = c["accuracy_ci"], c["cost_ci"]
+        lines.append(f"{name.replace('_', ' ')}: k={c['k']} {arrangement_label(c)}: accuracy {c['accuracy']:.3f} [{alo:.3f}, {ahi:.3f}], "
+                     f"cost/item {c['cost_per_item_usd']:.3g} [{clo:.3g}, {chi:.3g}]")
+    d = cv["cv_minus_greedy"]["accuracy"]
+    lines.append(f"cv - greedy accuracy {d['difference']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] (p = {d['p_value']:.3g}); "
+                 f"better on the report split: {cv['better_on_test']}")
+    return lines
+
+
+def choice_tag(metrics: dict, k: str) -> str:
+    """' (CV choice, greedy choice)' where the cross-validation or the greedy rule chose this k."""
+    cv = metrics["cross_validation"]
+    tags = [name for name, key in (("CV choice", "cv_choice"), ("greedy choice", "greedy_choice")) if str(cv[key]["k"]) == k]
+    return f" ({', '.join(tags)})" if tags else ""
 
 
 def plot_portfolio(metrics: dict, out: Path) -> None:
     """Accuracy vs cost on the report split: each k's front (small) and its chosen portfolio (large,
-    marked k and named in the legend below, where long model lists fit)."""
+    marked k and named in the legend below, where long model lists fit; the k's the cross-validation and
+    the greedy rule choose are tagged there)."""
     plt = pyplot()
     from matplotlib.ticker import NullFormatter
 
@@ -44,7 +69,7 @@ def plot_portfolio(metrics: dict, out: Path) -> None:
         (alo, ahi), (clo, chi) = p["accuracy_ci"], p["cost_ci"]
         ax.errorbar([p["cost_per_item_usd"]], [p["accuracy"]], yerr=[[p["accuracy"] - alo], [ahi - p["accuracy"]]],
                     xerr=[[p["cost_per_item_usd"] - clo], [chi - p["cost_per_item_usd"]]], fmt="o", color=color,
-                    markersize=7, capsize=2, label=f"k={k} {arrangement_label(p)}")
+                    markersize=7, capsize=2, label=f"k={k}{choice_tag(metrics, k)} {arrangement_label(p)}")
         ax.annotate(f"k={k}", (p["cost_per_item_usd"], p["accuracy"]), fontsize=7, xytext=(5, 3), textcoords="offset points")
     ax.axhline(metrics["oracle"]["accuracy"], color="goldenrod", lw=1, ls="--", label=f"oracle of all {metrics['solvers']} models")
     ax.set_xscale("log")

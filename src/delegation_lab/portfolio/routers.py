@@ -11,6 +11,8 @@ choices against a router fitted on the k-set). One fit on all N models thus serv
   hash of item_id, each routed by the router fitted on the other folds), so a router is chosen on
   the items the cascades are chosen on, never on items it was fitted on;
 - on `frontier.split` they come from the router fitted on the whole selection split.
+- in a cross-validation fold (`portfolio_crossval`) the same, with the fold's other items as the
+  selection split and the fold as the reported one (`held_out_predictions`).
 
 Cost, with F folds, N models, n items, L = len(sweep) and C the k-sets the cascade beam shortlists
 (at most beam x N per k): F + 1 kNN fits and predictions over N models, then per k-set and λ one
@@ -87,10 +89,29 @@ def out_of_fold(params: Params, x: np.ndarray, m: SolverMatrix) -> Predictions:
 
 
 def router_predictions(params: Params, embeddings: pl.DataFrame, select: SolverMatrix, report: SolverMatrix,
-                       select_split: str, report_split: str) -> tuple[Predictions, Predictions]:
-    """(out-of-fold predictions on the selection split, predictions on the report split)."""
+                       select_split: str, report_split: str) -> tuple[np.ndarray, Predictions, Predictions]:
+    """(the selection split's embeddings, out-of-fold predictions there, predictions on the report split)."""
     sel_x, rep_x = embedding_rows(embeddings, select, select_split), embedding_rows(embeddings, report, report_split)
-    return out_of_fold(params, sel_x, select), fit_predict(params, sel_x, select, slice(None), rep_x)
+    return sel_x, out_of_fold(params, sel_x, select), fit_predict(params, sel_x, select, slice(None), rep_x)
+
+
+def rows_of(m: SolverMatrix, rows: np.ndarray) -> SolverMatrix:
+    """The solver matrix of the items `rows` (a bool mask) of `m`."""
+    return SolverMatrix(m.solvers, m.correct[rows], m.cost[rows], [i for i, r in zip(m.item_ids, rows, strict=True) if r])
+
+
+def held_out_predictions(params: Params, x: np.ndarray, m: SolverMatrix, held: np.ndarray) -> Predictions:
+    """Predictions on every item of the selection split `m` as a selection that never saw the items `held`
+    (one cross-validation fold, `portfolio_crossval`) sees them: on the other items out of fold among
+    those items alone (`out_of_fold` on them), on `held` from the router fitted on all the others."""
+    train = ~held
+    inner = out_of_fold(params, x[train], rows_of(m, train))
+    outer = fit_predict(params, x, m, train, x[held])
+    shape = (len(m.item_ids), len(m.solvers))
+    acc, cost, unit = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for part, p in ((train, inner), (held, outer)):
+        acc[part], cost[part], unit[part] = p.accuracy, p.cost, p.fit_mean_cost
+    return Predictions(acc, cost, unit)
 
 
 def sweep(params: Params) -> list[float]:
