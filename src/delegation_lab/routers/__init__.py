@@ -25,6 +25,7 @@ ROUTERS.register("mf", "delegation_lab.routers.mf:MfRouter")
 ROUTERS.register("cluster", "delegation_lab.routers.cluster:ClusterRouter")
 ROUTERS.register("threshold", "delegation_lab.routers.threshold:ThresholdRouter")
 ROUTERS.register("learned_cascade", "delegation_lab.routers.learned_cascade:LearnedCascadeRouter")
+ROUTERS.register("frugalgpt", "delegation_lab.routers.frugalgpt:FrugalGptRouter")
 ROUTERS.register("best_single", "delegation_lab.routers.reference:BestSingleRouter")
 ROUTERS.register("random", "delegation_lab.routers.reference:RandomRouter")
 

@@ -24,26 +24,32 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 
 from delegation_lab.evaluation import Verifier
 
+if TYPE_CHECKING:
+    from delegation_lab.evaluation.learned import AnswerFeatures
+
 
 @dataclass(frozen=True)
 class Inputs:
-    """Item features: unit-norm question embeddings [n, d] and cheap text features [n, 4]."""
+    """Item features: unit-norm question embeddings [n, d], cheap text features [n, 4] and, where the
+    study loaded them for a router that reads answers (`frugalgpt`), what a deployment knows of each
+    solver's cached answer (`AnswerFeatures`, items x solvers; None otherwise)."""
 
     embedding: np.ndarray
     text: np.ndarray
+    answers: AnswerFeatures | None = None
 
     def __len__(self) -> int:
         return self.embedding.shape[0]
 
     def take(self, rows: np.ndarray) -> Inputs:
-        return Inputs(self.embedding[rows], self.text[rows])
+        return Inputs(self.embedding[rows], self.text[rows], None if self.answers is None else self.answers.take(rows))
 
 
 @dataclass
