@@ -31,9 +31,11 @@ from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.labeling.matchers import MatchSettings, MatchStats, ToMatch, matcher_for
 from delegation_lab.labeling.math_verifier import math_answer
 from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import ANSWERS_SCHEMA
 from delegation_lab.pipeline.tables import read_items, read_table
 
 KEY = "evaluation.verifier.models"
+ANSWER_COLUMNS = ("parsed_answer", "answer_text", "error", "tokens_out", "cost_usd", "extra")
 
 
 @dataclass(frozen=True)
@@ -87,14 +89,15 @@ def labelled_answers(layout: Layout, labels: pl.DataFrame) -> pl.DataFrame:
     gold and format."""
     answers = pl.concat([read_table(layout.answers(s), f"answers of solver {s}") for s in labels["solver"].unique().sort()],
                         how="vertical_relaxed")
-    if "tokens_out" not in answers.columns:  # a cache that counted no tokens
-        answers = answers.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens_out"))
+    # a cache that brought correctness only (no text) or counted no tokens: nulls, which `_check` refuses
+    # where a final answer is needed
+    answers = answers.with_columns(pl.lit(None, dtype=ANSWERS_SCHEMA[c]).alias(c) for c in ANSWER_COLUMNS if c not in answers.columns)
     items = read_items(layout)
     if "answer_format" not in items.columns:
         items = items.with_columns(pl.lit(None, dtype=pl.String).alias("answer_format"))
     keys = ["solver", "item_id", "request_hash"]
     return (labels.select(*keys, "correct")
-            .join(answers.select(*keys, "parsed_answer", "answer_text", "error", "tokens_out", "cost_usd", "extra"), on=keys, how="inner")
+            .join(answers.select(*keys, *ANSWER_COLUMNS), on=keys, how="inner")
             .join(items.select("item_id", "split", "gold", "choices", "answer_format"), on="item_id", how="inner"))
 
 
