@@ -125,7 +125,7 @@ def test_fp_and_fn_are_measured_per_split_and_test_is_the_headline():
         assert d["measured"][split] == error_rates(v, table.filter(pl.col("split") == split))
     assert d["false_positive_rate"] == d["measured"]["test"]["all"]["false_positive_rate"] and d["rates_split"] == "test"
     assert d["threshold"] == 0.5 and "agrees_with:ref1" in d["features"] and "solver:cheap" in d["features"]
-    assert "sigmoid" in d["calibration_method"]
+    assert "sigmoid" in d["calibration_method"] and "min_agree" not in d
 
 
 def test_its_checks_are_paid_like_agreement():
@@ -146,8 +146,12 @@ def test_the_question_embedding_adds_principal_components_fitted_on_train():
     v = from_answers(VerifierParams(kind="learned", models=["ref1"], question_embedding=True, embedding_dims=3), table,
                      embeddings=emb)
     assert [f for f in v.features if f.startswith("question_pc")] == ["question_pc1", "question_pc2", "question_pc3"]
-    with pytest.raises(ConfigError, match=r"question_embedding: 1 items have no embedding"):
+    with pytest.raises(ConfigError, match=r"question_embedding: 1 train / test items have no embedding"):
         from_answers(VerifierParams(kind="learned", models=["ref1"], question_embedding=True), table, embeddings=emb[1:])
+    # the embed stage leaves the ability bank out: its answers are still judged
+    ability = table.with_columns(pl.when(pl.col("item_id") == items[0]).then(pl.lit("ability")).otherwise(pl.col("split")).alias("split"))
+    v = from_answers(VerifierParams(kind="learned", models=["ref1"], question_embedding=True), ability, embeddings=emb[1:])
+    assert ("cheap", items[0]) in v.verdicts and "ability" in v.describe()["measured"]
 
 
 def test_a_missing_embeddings_table_names_the_embed_stage(tmp_path):

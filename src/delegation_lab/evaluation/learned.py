@@ -225,7 +225,8 @@ class LearnedVerifier(AgreementVerifier):
 
     def describe(self) -> dict:
         test = self.measured.get("test", {}).get("all", {})
-        return {**super().describe(), "false_positive_rate": test.get("false_positive_rate"),
+        described = {k: v for k, v in super().describe().items() if k != "min_agree"}  # agreement's vote count: not ours
+        return {**described, "false_positive_rate": test.get("false_positive_rate"),
                 "false_negative_rate": test.get("false_negative_rate"), "rates_split": "test",
                 "threshold": self.threshold, "features": list(self.features), "calibration_method": CALIBRATION,
                 "calibration": self.calibration}
@@ -266,7 +267,7 @@ def from_answers(params: VerifierParams, answers: pl.DataFrame, matcher: str = A
     solvers = answers["solver"].unique().sort().to_list()
     features = answer_features(answers, items, solvers, models, matcher, settings)
     grid = _grid(answers, items, solvers)
-    vectors = _vectors(embeddings, items) if params.question_embedding else None
+    vectors = _vectors(embeddings, items, grid) if params.question_embedding else None
     scorer = AnswerScorer(params.embedding_dims if params.question_embedding else 0)
     scorer.fit(features, vectors, grid["correct"], grid["present"] & grid["train"])
     p = scorer.predict(features, vectors)
@@ -298,10 +299,18 @@ def _grid(answers: pl.DataFrame, items: list[str], solvers: list[str]) -> dict[s
     return out
 
 
-def _vectors(embeddings: pl.DataFrame, items: list[str]) -> np.ndarray:
+def _vectors(embeddings: pl.DataFrame, items: list[str], grid: dict[str, np.ndarray]) -> np.ndarray:
+    """Each item's question embedding. The embed stage embeds the train and test questions only: an
+    item of another split (the ability bank) gets the train items' mean, whose components are 0."""
     table = pl.DataFrame({"item_id": items}).join(embeddings.select("item_id", "vector"), on="item_id", how="left")
-    missing = table.filter(pl.col("vector").is_null())
-    if missing.height:
-        raise ConfigError("params.yaml", [f"evaluation.verifier.question_embedding: {missing.height} items have no embedding in "
-                                          f"data/embeddings (e.g. {missing['item_id'][0]!r}): rerun the embed stage"])
-    return np.asarray(table["vector"].to_list(), dtype=float)
+    missing = table["vector"].is_null().to_numpy()
+    scored = grid["train"].any(axis=1) | grid["test"].any(axis=1)
+    if (missing & scored).any():
+        first = items[int(np.flatnonzero(missing & scored)[0])]
+        raise ConfigError("params.yaml", [f"evaluation.verifier.question_embedding: {int((missing & scored).sum())} train / test "
+                                          f"items have no embedding in data/embeddings (e.g. {first!r}): rerun the embed stage"])
+    present = np.asarray(table["vector"].drop_nulls().to_list(), dtype=float)
+    vectors = np.zeros((len(items), present.shape[1]))
+    vectors[~missing] = present
+    vectors[missing] = vectors[grid["train"].any(axis=1) & ~missing].mean(axis=0)
+    return vectors
