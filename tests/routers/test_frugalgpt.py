@@ -120,3 +120,31 @@ def test_a_reference_model_that_is_not_routed_is_refused():
 def test_bad_params_fail_naming_the_key(section, match):
     with pytest.raises(ValueError, match=match):
         RoutersParams.model_validate({"frugalgpt": section})
+
+
+def test_the_routers_stage_loads_answer_features_only_for_a_router_that_reads_them(tmp_path):
+    from delegation_lab.params.root import load_params
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.routers.study import load_routing_data
+
+    from tests.routers.test_routers_transfer import write_project
+
+    layout = Layout(write_project(tmp_path / "p"))
+    solvers = list(load_params(layout.params_file).solvers)
+    without = RoutersParams.model_validate({"routers": ["knn"]})
+    assert load_routing_data(layout, solvers, without, ["A"]).inputs.answers is None
+    data = load_routing_data(layout, solvers, RoutersParams.model_validate({"routers": ["frugalgpt"]}))
+    answers = data.inputs.answers
+    assert answers.solvers == tuple(solvers) and answers.models == () and answers.own.shape == (len(data.item_ids), len(solvers), 4)
+    # this fake cache parsed "1" for a right answer and "2" for a wrong one, kept no reply text, counted 100 tokens
+    assert (answers.own == [1.0, 0.0, np.log1p(100), 1.0]).all()
+    # the reference models' answers, compared as the label stage compares: same answer = same correctness
+    data = load_routing_data(layout, solvers, RoutersParams.model_validate({"routers": ["frugalgpt"]}), ["A"])
+    a = solvers.index("A")
+    same = np.where(data.correct == data.correct[:, [a]], 1, -1)
+    same[:, a] = 0
+    assert data.inputs.answers.models == ("A",) and np.array_equal(data.inputs.answers.agree[..., 0], same)
+    with pytest.raises(ConfigError, match=r"routers\.frugalgpt\.models: nobody not among the routed solvers"):
+        load_routing_data(layout, solvers, RoutersParams.model_validate({"routers": ["frugalgpt"], "frugalgpt": {"models": ["nobody"]}}))
+    with pytest.raises(ConfigError, match=r"evaluation\.verifier\.models \(routers\.frugalgpt\.models null\): nobody"):
+        load_routing_data(layout, solvers, RoutersParams.model_validate({"routers": ["frugalgpt"]}), ["nobody"])

@@ -14,8 +14,8 @@ A router writes exactly four methods, the `Router` ABC's abstract ones:
 - `arrays()` and `load_arrays(arrays)`: the fitted state as numpy arrays, and back.
 
 It may override `calibrate` (default: each sweep value is its own operating point), `evaluate` and
-`route` (default: the decision rule on `predict`), and set the class attributes `knob`, `features`
-and `learns`. Its name is not written in the class: it is the name it is registered under in
+`route` (default: the decision rule on `predict`), and set the class attributes `knob`, `features`,
+`learns` and `reads_answers`. Its name is not written in the class: it is the name it is registered under in
 `routers.ROUTERS` (docs/registries.md, "A router"), passed to the constructor.
 """
 
@@ -104,6 +104,7 @@ class Router(ABC):
     knob: ClassVar[str] = "lambda"  # the swept parameter's name in operating point labels
     features: ClassVar[str] = "embedding+text"  # what the router reads of a question (trajectories' `extra`)
     learns: ClassVar[bool] = True  # False: a reference that reads no question (not in `routers.LEARNED`)
+    reads_answers: ClassVar[bool] = False  # True: needs `Inputs.answers` (the study loads them only then)
 
     def __init__(self, name: str, params: Any, solvers: list[str]):
         self.name = name  # the name it is registered under (routers.ROUTERS)

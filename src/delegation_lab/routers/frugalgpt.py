@@ -37,6 +37,7 @@ from delegation_lab.routers.base import Inputs, Outcome, Router
 class FrugalGptRouter(Router):
     knob = "tau"
     features = "embedding+answers"
+    reads_answers = True
 
     def fit(self, x: Inputs, correct: np.ndarray, cost: np.ndarray, seed: int) -> None:
         self.fit_costs(cost)

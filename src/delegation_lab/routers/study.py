@@ -52,8 +52,8 @@ def carve_dev(item_ids: np.ndarray, split: np.ndarray, fraction: float, seed: in
 
 def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams, verifier_models: Sequence[str] = ()) -> RoutingData:
     """Train and test items with every solver's label and cost, joined to their embeddings; with the
-    answer features of every (item, solver) when a router that reads answers (`frugalgpt`) is listed,
-    compared with `routers.frugalgpt.models` (null: `verifier_models`, the evaluation verifier's)."""
+    answer features of every (item, solver) when a listed router reads answers (`Router.reads_answers`:
+    frugalgpt), compared with `routers.frugalgpt.models` (null: `verifier_models`, the evaluation verifier's)."""
     emb = read_embeddings(layout.root)
     labeled = read_labeled_answers(layout).filter(pl.col("split").is_in(["train", "test"]))
     missing = sorted(set(solvers) - set(labeled["solver"].unique().to_list()))
@@ -71,7 +71,7 @@ def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams,
     table = table.sort("item_id")
     split = carve_dev(table["item_id"].to_numpy(), table["split"].to_numpy(), params.dev_fraction, params.seed)
     answers = None
-    if "frugalgpt" in params.routers:
+    if any(ROUTERS.get(name).reads_answers for name in params.routers):
         models = params.frugalgpt.models if params.frugalgpt.models is not None else list(verifier_models)
         key = "routers.frugalgpt.models" if params.frugalgpt.models is not None else "evaluation.verifier.models (routers.frugalgpt.models null)"
         if set(models) - set(solvers):
