@@ -87,6 +87,13 @@ def test_it_stops_where_the_score_clears_the_threshold_and_pays_every_answer_it_
         assert np.allclose(out.cost, (data.cost[test] * out.called).sum(axis=1))
 
 
+def test_a_zero_threshold_keeps_the_first_answer_without_buying_a_check():
+    data = problem()
+    router = fit_router("frugalgpt", PARAMS, data, 0)
+    out = evaluate(data, router, 0.0)
+    assert (out.chosen == router.chain[0]).all() and (out.called.sum(axis=1) == 1).all()
+
+
 def test_without_reference_models_it_buys_only_the_chain():
     data = problem(models=())
     router = fit_router("frugalgpt", PARAMS, data, 0)

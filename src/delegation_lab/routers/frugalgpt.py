@@ -86,7 +86,8 @@ class FrugalGptRouter(Router):
             called[open_, j] = True
             if pos == len(chain) - 1:
                 break
-            called[np.ix_(open_, self.references[self.references != j])] = True  # the check's reference answers
+            if tau > 0:  # every score clears 0: that check needs no reference answer
+                called[np.ix_(open_, self.references[self.references != j])] = True  # the check's reference answers
             stop = open_ & (score[:, j] >= tau)
             kept[stop] = j
             open_ &= ~stop
