@@ -99,7 +99,8 @@ def test_agreement_params_are_checked_naming_the_key():
     for verifier, complaint in [({"kind": "agreement"}, "kind agreement needs `models`"),
                                 ({"kind": "agreement", "models": ["A", "A"]}, "distinct solver names"),
                                 ({"kind": "agreement", "models": ["A"], "min_agree": 2}, "min_agree 2 is more than the 1 models"),
-                                ({"kind": "judge", "models": ["A"]}, "models and min_agree are for kind agreement")]:
+                                ({"kind": "judge", "models": ["A"]}, "models are for kinds agreement and learned"),
+                                ({"kind": "judge", "min_agree": 2}, "min_agree is for kind agreement")]:
         raw["evaluation"] = {"verifier": verifier}
         with pytest.raises(ConfigError, match=rf"evaluation\.verifier: .*{complaint}"):
             parse_params(raw)

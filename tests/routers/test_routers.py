@@ -14,6 +14,7 @@ import torch
 from delegation_lab.params.root import load_params, parse_params, read_yaml
 from delegation_lab.errors import ConfigError
 from delegation_lab.evaluation import Verifier
+from delegation_lab.evaluation.learned import AnswerFeatures
 from delegation_lab.routers import LEARNED, ROUTERS, Inputs
 from delegation_lab.routers.artifact import load_router, save_router
 from delegation_lab.routers.params import RoutersParams
@@ -40,7 +41,16 @@ def synthetic(n: int = 900, seed: int = 0) -> RoutingData:
     text = np.stack([rng.integers(50, 300, n), rng.integers(10, 60, n), rng.integers(0, 10, n), difficulty], axis=1).astype(float)
     ids = np.array([f"item{i:04d}" for i in range(n)])
     split = carve_dev(ids, np.where(np.arange(n) < 600, "train", "test"), 0.25, 0)
-    return RoutingData(ids, split, Inputs(emb.astype(np.float32), text), correct, cost, SOLVERS, "synthetic")
+    return RoutingData(ids, split, Inputs(emb.astype(np.float32), text, synthetic_answers(correct, rng)), correct, cost,
+                       SOLVERS, "synthetic")
+
+
+def synthetic_answers(correct: np.ndarray, rng: np.random.Generator) -> AnswerFeatures:
+    """What the routers that read answers see: every answer has a final answer; wrong ones run longer."""
+    n, s = correct.shape
+    chars = np.log1p(rng.uniform(200, 400, (n, s)) * np.where(correct, 1.0, 2.0))
+    own = np.stack([np.ones((n, s)), chars, np.zeros((n, s)), np.zeros((n, s))], axis=2)
+    return AnswerFeatures(tuple(SOLVERS), (), own, np.zeros((n, s, 0), np.int8))
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -2,7 +2,9 @@
 
 - `verifier`: the one `Verifier` every method's acceptance decisions (retry, escalate, stop) go
   through, with common random numbers per (solver, item, seed); `agreement` the kind made of other
-  models' cached final answers; `rates` its (any verifier's) false-positive / false-negative rates;
+  models' cached final answers; `learned` a calibrated scorer of P(answer right) on those answers'
+  agreement and features (its `AnswerScorer` also ranks answers in the `frugalgpt` router); `rates` its
+  (any verifier's) false-positive / false-negative rates;
 - `statistics`: the intervals and tests every study reports (item-level bootstrap, Wilson, paired
   tests, per-seed t intervals, one ddof);
 - `outcomes`: the item-level outcome table (one row per method x operating point x seed x item)
@@ -30,6 +32,7 @@ VERIFIERS.register("judge", "delegation_lab.evaluation.verifier:judge_verifier")
 VERIFIERS.register("gold", "delegation_lab.evaluation.verifier:gold_verifier")
 VERIFIERS.register("cached", "delegation_lab.evaluation.verifier:cached_verifier")
 VERIFIERS.register("agreement", "delegation_lab.evaluation.agreement:agreement_verifier")
+VERIFIERS.register("learned", "delegation_lab.evaluation.learned:learned_verifier")
 
 # Lazy re-exports, not a dispatch: the statistics (scipy) and the verifier (polars) load on first use:
 # the params, which every stage's config import reaches, must not pay scipy.stats's import (~0.8 s per process).

@@ -31,9 +31,11 @@ from delegation_lab.labeling import AUTO, MATCHERS
 from delegation_lab.labeling.matchers import MatchSettings, MatchStats, ToMatch, matcher_for
 from delegation_lab.labeling.math_verifier import math_answer
 from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.schemas import ANSWERS_SCHEMA
 from delegation_lab.pipeline.tables import read_items, read_table
 
 KEY = "evaluation.verifier.models"
+ANSWER_COLUMNS = ("parsed_answer", "answer_text", "error", "tokens_out", "cost_usd", "extra")
 
 
 @dataclass(frozen=True)
@@ -83,15 +85,19 @@ def agreement_verifier(params: VerifierParams, root: Path, labels: pl.DataFrame 
 
 
 def labelled_answers(layout: Layout, labels: pl.DataFrame) -> pl.DataFrame:
-    """The graded answers (labels' request_hash) with their text and cost, and their items' gold and format."""
+    """The graded answers (labels' request_hash) with their text, output tokens and cost, and their items'
+    gold and format."""
     answers = pl.concat([read_table(layout.answers(s), f"answers of solver {s}") for s in labels["solver"].unique().sort()],
                         how="vertical_relaxed")
+    # a cache that brought correctness only (no text) or counted no tokens: nulls, which `_check` refuses
+    # where a final answer is needed
+    answers = answers.with_columns(pl.lit(None, dtype=ANSWERS_SCHEMA[c]).alias(c) for c in ANSWER_COLUMNS if c not in answers.columns)
     items = read_items(layout)
     if "answer_format" not in items.columns:
         items = items.with_columns(pl.lit(None, dtype=pl.String).alias("answer_format"))
     keys = ["solver", "item_id", "request_hash"]
     return (labels.select(*keys, "correct")
-            .join(answers.select(*keys, "parsed_answer", "answer_text", "error", "cost_usd", "extra"), on=keys, how="inner")
+            .join(answers.select(*keys, *ANSWER_COLUMNS), on=keys, how="inner")
             .join(items.select("item_id", "split", "gold", "choices", "answer_format"), on="item_id", how="inner"))
 
 
@@ -118,26 +124,33 @@ def from_answers(params: VerifierParams, answers: pl.DataFrame, matcher: str = A
 def agreement_verdicts(answers: pl.DataFrame, models: tuple[str, ...], min_agree: int, matcher: str,
                        settings: MatchSettings) -> dict[tuple[str, str], bool]:
     """(solver, item) -> at least min(min_agree, other models) of `models` other than the solver agree."""
+    same = pairwise_agreement(answers, models, matcher, settings)
+    return {key: sum(found.values()) >= min(min_agree, sum(m != key[0] for m in models)) for key, found in same.items()}
+
+
+def pairwise_agreement(answers: pl.DataFrame, models: tuple[str, ...], matcher: str,
+                       settings: MatchSettings) -> dict[tuple[str, str], dict[str, bool]]:
+    """(solver, item) -> {model: same final answer} for every row of `answers` and each of `models` other
+    than the solver that could be compared (both have a final answer; an answer without one agrees with
+    nothing, so its dict is empty)."""
     refs = {(r["solver"], r["item_id"]): r for r in answers.filter(pl.col("solver").is_in(models)).iter_rows(named=True)}
-    need: dict[tuple[str, str], int] = {}
-    agreed: dict[tuple[str, str], int] = {}
-    pairs: dict[str, list[tuple[tuple[str, str], ToMatch]]] = {}
+    same: dict[tuple[str, str], dict[str, bool]] = {}
+    pairs: dict[str, list[tuple[tuple[str, str], str, ToMatch]]] = {}
     for row in answers.iter_rows(named=True):
         key = (row["solver"], row["item_id"])
-        others = [m for m in models if m != row["solver"]]
-        need[key], agreed[key] = min(min_agree, len(others)), 0
+        same[key] = {}
         if row["error"] is not None:
             continue
         name = _matcher(row, matcher)
-        for m in others:
-            ref = _reference(refs[(m, row["item_id"])], name)
+        for m in models:
+            ref = _reference(refs[(m, row["item_id"])], name) if m != row["solver"] else None
             if ref is not None:
-                pairs.setdefault(name, []).append((key, ToMatch(row["parsed_answer"], row["answer_text"], ref)))
+                pairs.setdefault(name, []).append((key, m, ToMatch(row["parsed_answer"], row["answer_text"], ref)))
     for name, group in pairs.items():
-        same = MATCHERS.get(name)([t for _, t in group], settings, MatchStats())
-        for (key, _), verdict in zip(group, same, strict=True):
-            agreed[key] += bool(verdict)
-    return {key: agreed[key] >= need[key] for key in need}
+        verdicts = MATCHERS.get(name)([t for _, _, t in group], settings, MatchStats())
+        for (key, model, _), verdict in zip(group, verdicts, strict=True):
+            same[key][model] = bool(verdict)
+    return same
 
 
 def _matcher(row: dict, declared: str) -> str:

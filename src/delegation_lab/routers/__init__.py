@@ -28,6 +28,7 @@ ROUTERS.register("learned_cascade", "delegation_lab.routers.learned_cascade:Lear
 ROUTERS.register("routerdc", "delegation_lab.routers.routerdc:RouterDcRouter")
 ROUTERS.register("avengers_pro", "delegation_lab.routers.avengers_pro:AvengersProRouter")
 ROUTERS.register("irt", "delegation_lab.routers.irt:IrtRouter")
+ROUTERS.register("frugalgpt", "delegation_lab.routers.frugalgpt:FrugalGptRouter")
 ROUTERS.register("best_single", "delegation_lab.routers.reference:BestSingleRouter")
 ROUTERS.register("random", "delegation_lab.routers.reference:RandomRouter")
 

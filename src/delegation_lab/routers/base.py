@@ -14,8 +14,8 @@ A router writes exactly four methods, the `Router` ABC's abstract ones:
 - `arrays()` and `load_arrays(arrays)`: the fitted state as numpy arrays, and back.
 
 It may override `calibrate` (default: each sweep value is its own operating point), `evaluate` and
-`route` (default: the decision rule on `predict`), and set the class attributes `knob`, `features`
-and `learns`. Its name is not written in the class: it is the name it is registered under in
+`route` (default: the decision rule on `predict`), and set the class attributes `knob`, `features`,
+`learns` and `reads_answers`. Its name is not written in the class: it is the name it is registered under in
 `routers.ROUTERS` (docs/registries.md, "A router"), passed to the constructor.
 """
 
@@ -24,26 +24,32 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 
 from delegation_lab.evaluation import Verifier
 
+if TYPE_CHECKING:
+    from delegation_lab.evaluation.learned import AnswerFeatures
+
 
 @dataclass(frozen=True)
 class Inputs:
-    """Item features: unit-norm question embeddings [n, d] and cheap text features [n, 4]."""
+    """Item features: unit-norm question embeddings [n, d], cheap text features [n, 4] and, where the
+    study loaded them for a router that reads answers (`frugalgpt`), what a deployment knows of each
+    solver's cached answer (`AnswerFeatures`, items x solvers; None otherwise)."""
 
     embedding: np.ndarray
     text: np.ndarray
+    answers: AnswerFeatures | None = None
 
     def __len__(self) -> int:
         return self.embedding.shape[0]
 
     def take(self, rows: np.ndarray) -> Inputs:
-        return Inputs(self.embedding[rows], self.text[rows])
+        return Inputs(self.embedding[rows], self.text[rows], None if self.answers is None else self.answers.take(rows))
 
 
 @dataclass
@@ -101,6 +107,7 @@ class Router(ABC):
     knob: ClassVar[str] = "lambda"  # the swept parameter's name in operating point labels
     features: ClassVar[str] = "embedding+text"  # what the router reads of a question (trajectories' `extra`)
     learns: ClassVar[bool] = True  # False: a reference that reads no question (not in `routers.LEARNED`)
+    reads_answers: ClassVar[bool] = False  # True: needs `Inputs.answers` (the study loads them only then)
 
     def __init__(self, name: str, params: Any, solvers: list[str]):
         self.name = name  # the name it is registered under (routers.ROUTERS)

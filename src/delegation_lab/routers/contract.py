@@ -54,7 +54,7 @@ class RoutersStudy:
         params, layout, dataset = ctx.params.routers, ctx.layout, ctx.params.data.dataset
         verifier = build_verifier(ctx.params.evaluation.verifier, layout.root)
         with ctx.phase("load"):
-            data = load_routing_data(layout, list(ctx.params.solvers), params)
+            data = load_routing_data(layout, list(ctx.params.solvers), params, ctx.params.evaluation.verifier.models)
         with ctx.phase("fit and evaluate"):
             run = run_study(data, params, verifier, progress=True)
         embed_path = layout.metrics("embed")

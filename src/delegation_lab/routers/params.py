@@ -182,6 +182,34 @@ class IrtParams(ParamsModel):
     """Cost weights lambda of the decision rule (as `knn.sweep`)."""
 
 
+class FrugalGptParams(ParamsModel):
+    models: list[str] | None = None
+    """Reference solvers whose cached final answers the answer scorer compares each answer with (a check
+    buys them, once per item, paid and counted as calls); null = `evaluation.verifier.models`, [] = none
+    (the scorer then reads the answer's own features, the solver and the question)."""
+    max_length: int = Field(3, ge=1, le=4)
+    """Most solvers in the cascade (chosen on the fitting items, cheapest first)."""
+    candidates: int = Field(8, ge=1)
+    """Solvers the chain is drawn from: the most accurate of those on the fitting items' accuracy-cost
+    Pareto front (every chain of up to `max_length` of them is scored)."""
+    cost_weight: float = Field(0.1, ge=0)
+    """lambda of the chain choice: the chain maximising train accuracy - lambda * cost / the priciest
+    solver's mean cost at its best threshold of the sweep."""
+    embedding_dims: int = Field(8, ge=0)
+    """Principal components of the question embedding the scorer reads (fitted on the fitting items); 0 = none."""
+    sweep: list[float] = Field(default_factory=lambda: [0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95], min_length=1)
+    """Scorer thresholds tau: the cascade stops at the first answer whose calibrated P(right) >= tau (the
+    last solver's answer is always kept)."""
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> FrugalGptParams:
+        if any(not 0 <= t <= 1 for t in self.sweep):
+            raise ValueError("sweep: every threshold must lie in [0, 1]")
+        if self.models is not None and len(set(self.models)) != len(self.models):
+            raise ValueError(f"models: names repeat ({self.models})")
+        return self
+
+
 class RandomParams(ParamsModel):
     sweep: list[float] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0], min_length=1)
     """Probabilities of sending an item to the strongest solver (else a uniformly drawn other one)."""
@@ -214,6 +242,8 @@ class RoutersParams(StudyParams):
     """Avengers-Pro: performance-efficiency scores of the top-p nearest clusters."""
     irt: IrtParams = IrtParams()
     """EmbedLLM / IRT-Router model-embedding router (multidimensional IRT)."""
+    frugalgpt: FrugalGptParams = FrugalGptParams()
+    """FrugalGPT scorer cascade (a learned answer scorer decides when to stop)."""
     random: RandomParams = RandomParams()
     """Random router (reference)."""
     torch_threads: int = Field(1, ge=1)

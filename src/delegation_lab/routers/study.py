@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from delegation_lab.embeddings import read_embeddings
-from delegation_lab.errors import InputError
+from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation import Verifier, uniforms
+from delegation_lab.evaluation.learned import project_answer_features
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.routers import ROUTERS, Inputs, Outcome, Router, build_router
 from delegation_lab.routers.params import RoutersParams
@@ -48,8 +50,10 @@ def carve_dev(item_ids: np.ndarray, split: np.ndarray, fraction: float, seed: in
     return np.where((split == "train") & (u < fraction), "dev", split)
 
 
-def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams) -> RoutingData:
-    """Train and test items with every solver's label and cost, joined to their embeddings."""
+def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams, verifier_models: Sequence[str] = ()) -> RoutingData:
+    """Train and test items with every solver's label and cost, joined to their embeddings; with the
+    answer features of every (item, solver) when a listed router reads answers (`Router.reads_answers`:
+    frugalgpt), compared with `routers.frugalgpt.models` (null: `verifier_models`, the evaluation verifier's)."""
     emb = read_embeddings(layout.root)
     labeled = read_labeled_answers(layout).filter(pl.col("split").is_in(["train", "test"]))
     missing = sorted(set(solvers) - set(labeled["solver"].unique().to_list()))
@@ -66,7 +70,16 @@ def load_routing_data(layout: Layout, solvers: list[str], params: RoutersParams)
                          "the rest are unlabelled (item, solver) pairs): rerun `dvc repro embed label`")
     table = table.sort("item_id")
     split = carve_dev(table["item_id"].to_numpy(), table["split"].to_numpy(), params.dev_fraction, params.seed)
-    inputs = Inputs(np.asarray(table["vector"].to_list(), dtype=np.float32), table.select(TEXT_COLUMNS).to_numpy().astype(float))
+    answers = None
+    if any(ROUTERS.get(name).reads_answers for name in params.routers):
+        models = params.frugalgpt.models if params.frugalgpt.models is not None else list(verifier_models)
+        key = "routers.frugalgpt.models" if params.frugalgpt.models is not None else "evaluation.verifier.models (routers.frugalgpt.models null)"
+        if set(models) - set(solvers):
+            raise ConfigError("params.yaml", [f"{key}: {', '.join(sorted(set(models) - set(solvers)))} not among the routed "
+                                              f"solvers: the frugalgpt cascade buys their answers"])
+        answers = project_answer_features(layout.root, table["item_id"].to_list(), list(solvers), tuple(models))
+    inputs = Inputs(np.asarray(table["vector"].to_list(), dtype=np.float32), table.select(TEXT_COLUMNS).to_numpy().astype(float),
+                    answers)
     return RoutingData(table["item_id"].to_numpy().astype(str), split, inputs,
                        table.select(solvers).to_numpy().astype(bool), table.select([f"{s}__cost" for s in solvers]).to_numpy().astype(float),
                        list(solvers), str(table["embedder"][0]))
