@@ -88,7 +88,8 @@ def routerbench_project(tmp_path: Path) -> Path:
     """RouterBench's wide CSV as its own dataset: model `b` has no score for `mmlu.0` (a null cell)."""
     write_csv_folder(tmp_path / "routerbench")
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw["data"].update(dataset="replay", ability_size=1, train_size=1, test_size=1,
+    # train_size null: the rest of the file (1 item), which the fold counts' preflight does not size
+    raw["data"].update(dataset="replay", ability_size=1, train_size=None, test_size=1,
                        replay={"path": "routerbench", "format": "routerbench_csv"})
     raw["portfolio"] = {"router": None}  # three items: too few for the router's folds
     raw["solvers"] = {

@@ -139,7 +139,7 @@ def test_learned_cascade_stops_only_where_the_shared_verifier_accepts(study):
 def test_outcomes_say_whether_a_right_answer_was_within_reach_and_what_the_answer_cost(study):
     """The oracle-gap columns (frontier/gap.py): a router that calls one solver held a right answer
     exactly where it was right; the learned cascade's chain (`reach`) holds every answer it called and
-    every later member a false acceptance cut off; nobody pays for checks."""
+    every later member a false acceptance cut off; only frugalgpt pays for checks (its reference answers)."""
     data, result = study
     test = data.rows("test")
     frame = outcome_frame(result, "x", JUDGE.name)
@@ -149,7 +149,15 @@ def test_outcomes_say_whether_a_right_answer_was_within_reach_and_what_the_answe
         got = frame.filter((pl.col("method") == p.router) & (pl.col("operating_point") == p.operating_point))
         held = got["held_right"].to_numpy()
         np.testing.assert_allclose(got["answer_cost_usd"].to_numpy(), data.cost[test][rows, p.outcome.chosen])
-        assert (got["check_cost_usd"] == 0).all() and (held >= got["correct"].to_numpy()).all()
+        assert (held >= got["correct"].to_numpy()).all()
+        checks = got["check_cost_usd"].to_numpy()
+        if p.router == "frugalgpt":  # its reference answers bought for a check, and its whole chain within reach
+            chain = list(result.fitted["frugalgpt"].chain)
+            walked = np.array([sum(data.cost[test][i, j] for j in chain[:chain.index(k) + 1]) for i, k in enumerate(p.outcome.chosen)])
+            np.testing.assert_allclose(checks, got["cost_usd"].to_numpy() - walked, atol=1e-15)  # the rest of the bill: the checks
+            np.testing.assert_array_equal(held, (p.outcome.reach & data.correct[test]).any(axis=1))
+            continue
+        assert (checks == 0).all()
         if p.router != "learned_cascade":
             np.testing.assert_array_equal(held, got["correct"].to_numpy())
             continue

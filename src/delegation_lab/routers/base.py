@@ -65,6 +65,8 @@ class Outcome:
     # bool [n, S]: the solvers its routing would call whatever the verdicts (a cascade's chain), where
     # that differs from `called`; the oracle-gap split (frontier/gap.py) reads it. None: `called`.
     reach: np.ndarray | None = None
+    # float [n]: dollars paid for answers bought only to check another (frugalgpt's reference answers). None: 0.
+    check_cost: np.ndarray | None = None
 
 
 def utility_choice(accuracy: np.ndarray, cost: np.ndarray, lam: float, reference_cost: float) -> np.ndarray:

@@ -64,7 +64,16 @@ class FrugalGptRouter(Router):
         score, _ = self.predict(x)
         kept, called = self._walk(score, self.chain, knob)
         rows = np.arange(len(kept))
-        return Outcome(kept, called, correct[rows, kept], (cost * called).sum(axis=1), score)
+        # where the gap goes (frontier/gap.py): the whole chain is within reach (a perfect scorer walks
+        # on to its right member); the answers bought only for a check are the check's cost
+        reach = np.zeros(called.shape, dtype=bool)
+        reach[:, list(self.chain)] = True
+        position = np.array([list(self.chain).index(k) for k in kept])
+        walked = np.zeros(called.shape, dtype=bool)
+        for k, j in enumerate(self.chain):
+            walked[:, j] = position >= k
+        check = (cost * (called & ~walked)).sum(axis=1)
+        return Outcome(kept, called, correct[rows, kept], (cost * called).sum(axis=1), score, reach, check)
 
     def route(self, x: Inputs, knob: float):
         """New questions have no answers yet: the chain's first solver, each solver's share of kept answers

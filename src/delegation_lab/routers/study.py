@@ -178,14 +178,15 @@ def summary_rows(run: StudyRun, dataset: str, verifier: str, run_ids: dict[tuple
 def outcome_frame(run: StudyRun, dataset: str, verifier: str) -> pl.DataFrame:
     """Item-level test outcomes, with where the gap goes (frontier/gap.py): a right answer within reach
     when a solver its routing would call (`Outcome.reach`, else those it called) was right, the kept
-    solver's cost as the answer's, no dollars for checks (no router here buys an answer to verify another)."""
+    solver's cost as the answer's, and the dollars of answers bought only for a check (`Outcome.check_cost`, frugalgpt's)."""
     rows = run.data.rows("test")
     ids, correct, cost = run.data.item_ids[rows], run.data.correct[rows], run.data.cost[rows]
     parts = [pl.DataFrame({
         "study": STUDY, "method": p.router, "operating_point": p.operating_point, "seed": p.seed, "split": "test",
         "dataset": dataset, "verifier": verifier, "item_id": ids, "correct": p.outcome.correct.astype(float), "cost_usd": p.outcome.cost,
         "held_right": ((p.outcome.called if p.outcome.reach is None else p.outcome.reach) & correct).any(axis=1).astype(float),
-        "answer_cost_usd": cost[np.arange(len(ids)), p.outcome.chosen], "check_cost_usd": 0.0,
+        "answer_cost_usd": cost[np.arange(len(ids)), p.outcome.chosen],
+        "check_cost_usd": 0.0 if p.outcome.check_cost is None else p.outcome.check_cost,
     }) for p in run.points if p.split == "test"]
     return pl.concat(parts) if parts else pl.DataFrame()
 
