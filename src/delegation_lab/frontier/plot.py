@@ -91,8 +91,8 @@ def _stacked(ax, y: np.ndarray, entries: list[dict], parts: tuple[str, ...], tot
 
 
 def plot_oracle_gap(gap: dict, out: Path, title: str, top: int = 30) -> Path:
-    """The oracle-gap chart (the frontier stage writes it beside frontier.png): the `top` methods closest to the oracle (singles, cascades, study
-    methods), left their accuracy gap split into routing / verifier, right their extra dollars per item
+    """The oracle-gap chart (the frontier stage writes it beside frontier.png): the `top` methods
+    closest to the oracle (singles, cascades, study methods), left their accuracy gap split into routing / verifier, right their extra dollars per item
     split into the answer's premium, escalations and checks (frontier/gap.py); grey where the study
     records no split."""
     plt = pyplot()
