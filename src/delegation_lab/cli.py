@@ -518,12 +518,35 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
                    "costing no more and at least as accurate, better beyond a tolerance on one of the two; \"ties X\": "
                    "equal to baseline X; \"vs best single\": the most accurate single solver costing no more (within "
                    "the tolerance), \"tie\" when the difference is within it.\n")
+    if summary.get("train_choice"):  # metrics written with frontier/choice.py
+        footer += "\n" + train_choice_markdown(summary["train_choice"], sets, summary["split"])
     if summary.get("estimated_reasoning_tokens"):
         footer += "\n† cost rests on estimated hidden reasoning tokens: " + "; ".join(
             f"{solver} {e['reasoning_tokens_per_item']} per answer ({e['source']})"
             for solver, e in summary["estimated_reasoning_tokens"].items()) + "\n"
     return header + markdown_table(rows, ["method", "kind", "accuracy", "cost / item (US$)", "AIQ", "dominated by",
                                           "vs best single (Δ acc, p)", "verifier"]) + "\n" + footer
+
+
+def train_choice_markdown(choices: dict, sets: dict, split: str) -> str:
+    """One line per verifier set: the cascade chosen on the search split (frontier/choice.py) and its
+    figures on `split` against the strongest single solver."""
+    lines = []
+    for name, c in choices.items():
+        label = sets.get(name, {}).get("compare_name") or name
+        if c.get("chosen") is None:
+            lines.append(f"- under `{label}`: {c.get('note', 'no choice')}")
+            continue
+        t, test = c["test"], c["test"]["vs_strongest_single"] or {}
+        versus = ("tie" if test.get("tie") else f"{test['difference']:+.3f} [{test['ci_low']:+.3f}, {test['ci_high']:+.3f}], "
+                  f"p={test['p_value']:.2g}") if "difference" in test else "—"
+        lines.append(f"- under `{label}`: {c['chosen']}: {t['accuracy']:.3f} [{t['accuracy_ci'][0]:.3f}, {t['accuracy_ci'][1]:.3f}] "
+                     f"against {c['against']}'s {t['strongest_single_accuracy']:.3f} (paired Δ {versus}) at "
+                     f"{100 * t['cost_share']:.0f} % of its cost; goal (within its interval at ≤ "
+                     f"{100 * c['goal_cost_share']:.0f} % of its cost): {'met' if c['meets_goal'] else 'not met'}")
+    first = next(iter(choices.values()))
+    return (f"Chosen on the search split ({first['search_split_items']} items), reported on {split} (frontier/choice.py): "
+            f"{first['rule']}.\n\n" + "\n".join(lines) + "\n")
 
 
 @app.command("gap-table")

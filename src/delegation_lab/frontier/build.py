@@ -46,6 +46,9 @@ Definitions (all on one split, default `test`):
   vs_best_single: a paired bootstrap test (`tie` within the accuracy tolerance) of that point's
   accuracy against the most accurate single solver costing no more than the point plus the cost
   tolerance (so a single that costs 1e-11 more is the comparison).
+- train_choice (frontier/choice.py): per verifier set, the cascade a deployment would pick on the
+  search split (the cheapest within one standard error of the strongest single there), reported on
+  the reported split against that single: accuracy, paired test, cost share, `meets_goal`.
 - Hull: a method's points made non-decreasing and concave (random mixtures of operating points
   realise every segment between them).
 - AIQ: the mean of a method's hull, anchored at (0 $, 0 %) (abstaining), over the cost interval from
@@ -101,6 +104,7 @@ from delegation_lab.frontier.baselines import (  # noqa: F401 - re-exported: the
     search_matrix,
 )
 from delegation_lab.frontier.cascades import exhaustive, pareto_layers
+from delegation_lab.frontier.choice import train_choice
 from delegation_lab.frontier.curves import Anchors, aiq, apgr, cpt, hull  # noqa: F401 - hull re-exported
 from delegation_lab.frontier.served import SERVED_KIND, ServedPoints
 from delegation_lab.frontier.metrics import field_metrics
@@ -400,9 +404,12 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     rows = []
     searches = []
     kept = []  # the baseline points, with their item values: their outcome rows
+    orders: dict[str, list[tuple[int, ...]]] = {}  # verifier -> its kept cascades (frontier/choice.py)
     for v in verifiers:
         baselines = baseline_item_points(m, params, v, search)
         searches.append(baselines.search)
+        orders[v.name] = list(dict.fromkeys(tuple(m.solvers.index(s) for s in p.row["solver_set"].split(","))
+                                            for p in baselines.points if p.row["kind"] == "cascade"))
         for p in baselines.points:
             if p.row["kind"] == "oracle" and v is not verifiers[0]:
                 continue  # one oracle
@@ -443,6 +450,9 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     if estimated:
         summary["estimated_reasoning_tokens"] = estimated
     summary["verifiers"] = verifier_report(sets, {params.split: labeled_split, **(rates_labeled or {})}, params.cascade)
+    choose = search if search is not None else choice_matrix(search_labeled, m)
+    if choose is not None:
+        summary["train_choice"] = {v.name: train_choice(choose, m, orders[v.name], v, params, values, dataset) for v in verifiers}
     search_report = dict(searches[0])
     for v, extra in zip(verifiers[1:], searches[1:], strict=True):
         search_report[v.name] = {k: extra[k] for k in ("cascades_considered", "cascades_kept", "seconds")}
@@ -450,6 +460,15 @@ def frontier_with_outcomes(labeled_split: pl.DataFrame, summaries: pl.DataFrame,
     if served is not None and served.outcomes.height:
         own = pl.concat([own, served.outcomes])
     return frontier, {**summary, "search": search_report}, own
+
+
+def choice_matrix(labeled: pl.DataFrame | None, m: SolverMatrix) -> SolverMatrix | None:
+    """The search split's matrix for the exhaustive frontier's train choice (none when that split has
+    no answers, or not those of the reported split's solvers)."""
+    if labeled is None or not labeled.height:
+        return None
+    choose = SolverMatrix.from_labeled(labeled)
+    return choose if choose.solvers == m.solvers else None
 
 
 def reported_points(frontier: pl.DataFrame) -> np.ndarray:
