@@ -482,8 +482,10 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
     def interval(ci: list[float] | None, fmt: str) -> str:
         return "—" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
-    main = summary.get("verifier") or {"name": "?"}
-    sets = summary.get("verifiers") or {main["name"]: main}
+    sets = summary.get("verifiers") or {}
+    # the main verifier: the stage's `verifier` block, else the set frontier_with_outcomes marks main
+    main = summary.get("verifier") or next((d for d in sets.values() if d.get("role") == "main"), {"name": "?"})
+    sets = sets or {main["name"]: main}
     short = {name: d["compare_name"] for name, d in sets.items() if d.get("compare_name")}
     rows = []
     for name, m in sorted(summary["methods"].items(), key=lambda kv: (-kv[1]["best_accuracy"], kv[1]["best_accuracy_cost_per_item_usd"])):

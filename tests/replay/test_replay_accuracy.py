@@ -69,7 +69,8 @@ def test_import_report_and_label_stage_count_empty_replies_alike(tmp_path, capsy
     assert "2 repl(y/ies) missing or empty, with no label of the cache's: wrong, and counted" in result.output
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw["data"].update(dataset="replay", ability_size=1, train_size=1, test_size=2,
+    # train_size null: the rest of the 4 items (1), which the fold counts' preflight does not size
+    raw["data"].update(dataset="replay", ability_size=1, train_size=None, test_size=2,
                        replay={"path": "result_dirs/gsm", "format": "zeroeval"})
     raw["solvers"] = {m: {"backend": "replay", "model": m, "price": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 1.0,
                                                                      "source": "test"},
