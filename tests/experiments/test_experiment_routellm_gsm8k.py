@@ -98,8 +98,11 @@ def test_the_committed_frontier_shows_baselines_and_studies():
     for study in ran:
         assert any(k.startswith(f"{study}/") for k in methods), study
     verifier = frontier["verifier"]["name"]
-    for key, method in methods.items():  # one verifier for every contender, an interval on every point
-        assert method["verifier"] in (verifier, "oracle"), key
+    assert frontier["verifier"]["deployable"] and verifier == "agreement(gpt4,mixtral)"
+    compared = {name for name, v in frontier["verifiers"].items() if v.get("compare_name")}
+    assert {frontier["verifiers"][n]["compare_name"] for n in compared} == {"simulated-judge", "learned"}
+    for key, method in methods.items():  # the studies under the main verifier, the baselines also under each compared one
+        assert method["verifier"] in ({verifier, "oracle"} | (compared if "/" not in key else set())), key
         assert method["accuracy_ci"][0] <= method["best_accuracy"] <= method["accuracy_ci"][1], key
     points = pl.read_csv(EXPERIMENT / "plots" / "frontier" / "frontier.csv")
     assert {"always-gpt4", "always-mixtral", "oracle"} <= set(points["method"])
