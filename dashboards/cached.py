@@ -176,10 +176,12 @@ def settings(root: str, stamp: str) -> Settings:
 
 
 def readable(frame: Any, links: tuple[str, ...] = ()) -> Any:
-    """A polars frame for st.dataframe: text cells without a value read `—`, never `None` (except
-    the `links` columns, whose empty cells must stay empty, not link to `—`)."""
+    """A polars frame for st.dataframe: text cells without a value read `—`, never `None`; a `links`
+    column without any link is left out (a LinkColumn shows a missing value as `None`, and `—` would
+    be a link)."""
     import polars as pl
 
+    frame = frame.drop([c for c in links if c in frame.columns and frame[c].null_count() == frame.height])
     text = [c for c, t in frame.schema.items() if t == pl.String and c not in links]
     return frame.with_columns(pl.col(text).fill_null("—")) if text else frame
 

@@ -63,6 +63,20 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, intervals: IntervalParams, ties: T
     return Comparison(len(items), pl.DataFrame(rows), disagree.select("item_id", "correct_a", "correct_b", "A − B correct", "cost_a", "cost_b"))
 
 
+def p_value_text(p_value: float | None, resamples: int) -> str:
+    """A bootstrap p-value as every table and metric of the dashboard shows it: 0 means below the
+    test's resolution, `< 1/R` with R resamples (`< 0.001` for 1,000); `—` where there is none."""
+    if p_value is None or p_value != p_value:
+        return "—"
+    return f"< {1 / resamples:.2g}" if p_value == 0 else f"{p_value:.3g}"
+
+
+def summary_table(summary: pl.DataFrame, resamples: int) -> pl.DataFrame:
+    """`Comparison.summary` for display: its p-values as `p_value_text` writes them, so the table and
+    the metrics above it read alike."""
+    return summary.with_columns(pl.Series("p-value", [p_value_text(v, resamples) for v in summary["p-value"]], dtype=pl.String))
+
+
 def by_slice(a: pl.DataFrame, b: pl.DataFrame, slices: pl.DataFrame, column: str, intervals: IntervalParams) -> pl.DataFrame:
     """Per value of `column` (an item's `domain` or `difficulty`, from `slices`: item_id, column) over
     the common items: n items, A's and B's accuracy and cost per item, and the paired A − B of each

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from dashboards.charts import ORACLE_COLOR, PALETTE, dollar_ticks
+from delegation_lab.evaluation.verifier import NOT_DEPLOYABLE
 
 
 def arrangement_label(p: dict[str, Any]) -> str:
@@ -49,6 +50,39 @@ def arrangements_table(metrics: dict[str, Any]) -> pl.DataFrame:
     `by_arrangement` give the chosen one."""
     rows = [_row(k, a) for k, p in metrics["portfolios"].items() for a in p.get("by_arrangement", {k: p}).values()]
     return pl.DataFrame(rows).sort("k", "arrangement")
+
+
+def k_range_text(metrics: dict[str, Any]) -> str:
+    """`k = 1 .. 3 of 3 models`: max_k capped at the number of models (no portfolio has more)."""
+    top = min(int(metrics["max_k"]), int(metrics["solvers"]))
+    return f"k = 1 .. {top} of {metrics['solvers']} models" if top > 1 else f"k = 1 of {metrics['solvers']} model(s)"
+
+
+def best_single_label(metrics: dict[str, Any]) -> str:
+    """The best single model's metric label, naming the split it was chosen on (the Frontier's best
+    single is the most accurate on the report split, so the two may differ)."""
+    return f"Best single model: {metrics['best_single']['model']} (chosen on {metrics['select_split']})"
+
+
+def cost_delta(of_best_single_cost: float | None) -> tuple[str | None, str]:
+    """(st.metric delta text, its arrow) for a portfolio's cost as a fraction of the best single
+    model's: an up-arrow only for a cost increase, a down-arrow for a reduction, none for equal or
+    unknown (shown with delta_color="inverse": cheaper is good)."""
+    if of_best_single_cost is None:
+        return None, "off"
+    change = of_best_single_cost - 1
+    arrow = "off" if round(change, 2) == 0 else "up" if change > 0 else "down"
+    return f"{change:+.0%} cost vs the best single model ({of_best_single_cost:.0%} of it)", arrow
+
+
+def verifier_note(metrics: dict[str, Any]) -> str | None:
+    """Why the verifier the cascades rest on is not deployable (`simulated verifier: not
+    deployable`), or None when it is deployable or the file does not say."""
+    described = metrics.get("verifier") or {}
+    if described.get("deployable") is not False:
+        return None
+    kind = described.get("kind")
+    return NOT_DEPLOYABLE.get(kind, f"{kind} verifier: not deployable")
 
 
 def portfolio_figure(metrics: dict[str, Any]) -> go.Figure:

@@ -156,6 +156,23 @@ def with_verifier_notes(points: pl.DataFrame, summary: dict[str, Any]) -> pl.Dat
     return points.with_columns(pl.Series("verifier_note", notes, dtype=pl.String))
 
 
+def verifier_notes(points: dict[str, dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+    """One line per verifier that metrics/frontier.json `verifiers` marks not deployable and some of
+    `points` (a name, e.g. `A`, to a row with study, method and verifier) rest on — a cascade's or a
+    study's accept decisions; a single or an oracle rests on none: `A rests on the verifier
+    `judge(…)`: simulated verifier: not deployable …`, the note the Frontier's table gives."""
+    described, methods, main = summary.get("verifiers") or {}, summary.get("methods") or {}, main_verifier(summary)
+    resting: dict[str, list[str]] = {}
+    for name, row in points.items():
+        kind = (methods.get(frontier_key(row["study"], row["method"], row.get("verifier"), main)) or {}).get("kind")
+        d = described.get(row.get("verifier")) or {}
+        if d.get("deployable") is False and deployable_note(kind, False, None) != "—":
+            resting.setdefault(row["verifier"], []).append(name)
+    return [f"{' and '.join(names)} rest{'s' if len(names) == 1 else ''} on the verifier `{verifier}`: "
+            f"{described[verifier].get('not_deployable') or 'not deployable'} — no deployment could run it."
+            for verifier, names in resting.items()]
+
+
 def chart_points(points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(points drawn, study oracles left out): one oracle on the chart, the baselines' (the cheapest
     correct solver per item); a study's own oracle is the same upper bound under another name."""

@@ -6,7 +6,8 @@ import polars as pl
 import streamlit as st
 
 from dashboards import links, paired, queries
-from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, settings, url_choice
+from dashboards.queries import verifier_notes
+from dashboards.cached import download_csv, frontier_summary, keep_in_url, no_results, project, readable, settings, url_choice
 
 p = project()
 st.title("Compare two methods")
@@ -36,6 +37,8 @@ url_choice("b", partners, partners[0])
 b_name = right.selectbox("B", partners, key="b", help="Points with outcomes on A's dataset and split.")
 b = rows[b_name]
 keep_in_url(a=a_name, b=b_name)
+for note in verifier_notes({"A": a, "B": b}, frontier_summary(*p.key) or {}):
+    st.info(note)
 
 a_rows = p.query("point_outcomes", study=a["study"], method=a["method"], operating_point=a["operating_point"], split=a["split"])
 b_rows = p.query("point_outcomes", study=b["study"], method=b["method"], operating_point=b["operating_point"], split=b["split"])
@@ -47,11 +50,6 @@ if result is None:
 
 
 
-def p_text(p_value: float) -> str:
-    """A bootstrap p-value of 0 means below the resolution 1 / resamples."""
-    return f"< {1 / intervals.resamples:.2g}" if p_value == 0 else f"{p_value:.3g}"
-
-
 def usd(x: float) -> str:
     """A signed dollar difference to 4 significant digits: `+$0.0005950`, `−$1.234e-05`."""
     return f"{'−' if x < 0 else '+'}${abs(x):.4g}"
@@ -60,9 +58,9 @@ def usd(x: float) -> str:
 acc, cost = result.summary.row(0, named=True), result.summary.row(1, named=True)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Accuracy A − B", "tie" if acc["tie"] else f"{acc['A − B']:+.2%}")
-m2.metric("Accuracy p-value", p_text(acc["p-value"]))
+m2.metric("Accuracy p-value", paired.p_value_text(acc["p-value"], intervals.resamples))
 m3.metric("Cost per item A − B", "tie" if cost["tie"] else usd(cost["A − B"]))
-m4.metric("Cost p-value", p_text(cost["p-value"]))
+m4.metric("Cost p-value", paired.p_value_text(cost["p-value"], intervals.resamples))
 conf = f"{intervals.confidence:.0%}"
 st.caption(
     f"On the {result.n_items:,} items of `{a['dataset']}` ({a['split']}) that every seed of both scored "
@@ -73,8 +71,9 @@ st.caption(
     f"(`evaluation.ties`: ${ties.cost_usd:g} per item, {ties.accuracy_items:g} item(s) of accuracy), within which it reads \"tie\"."
 )
 # %.4g: accuracies (0.9667) and costs per item ($3.125e-05) both keep four significant digits
-st.dataframe(result.summary, hide_index=True, width="stretch", key="compare_table",
-             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in result.summary.columns if c not in ("quantity", "tie")})
+st.dataframe(paired.summary_table(result.summary, intervals.resamples), hide_index=True, width="stretch", key="compare_table",
+             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in result.summary.columns
+                            if c not in ("quantity", "tie", "p-value")})
 
 st.subheader("By domain and difficulty")
 slices = p.query("item_slices", item_ids=sorted(set(a_rows["item_id"].to_list()) & set(b_rows["item_id"].to_list())))
@@ -94,7 +93,7 @@ else:
 st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
            "The links open the item on the Trajectories page at exactly that method, operating point and its "
-           "first seed (blank where the study wrote no trajectories, e.g. the frontier's baselines).")
+           "first seed (no link column for a side whose study wrote no trajectories, e.g. the frontier's baselines).")
 
 
 with_steps = set(p.query("trajectory_studies"))

@@ -7,9 +7,13 @@ import streamlit as st
 from dashboards.cached import no_results, project, show_chart
 from dashboards.portfolio import (
     arrangements_table,
+    best_single_label,
     chosen_table,
+    cost_delta,
+    k_range_text,
     load_portfolio,
     portfolio_figure,
+    verifier_note,
 )
 
 
@@ -30,20 +34,26 @@ if metrics is None:
 verifier = (metrics.get("verifier") or {}).get("name", "?")
 router = metrics.get("router")
 st.caption(
-    f"For k = 1 .. {metrics['max_k']} of {metrics['solvers']} models: the arrangement — one model, a cost-ordered cascade "
+    f"For {k_range_text(metrics)}: the arrangement — one model, a cost-ordered cascade "
     f"under the verifier `{verifier}`" + (f", or a {router['name']} router at a cost weight λ" if router else "")
     + f" — most accurate on the **{metrics['select_split']}** split ({metrics['n_select_items']} items), measured on "
     f"**{metrics['split']}** ({metrics['n_items']} items) with {metrics['confidence']:.0%} item-bootstrap intervals."
 )
+not_deployable = verifier_note(metrics)
+if not_deployable:
+    st.info(f"Verifier `{verifier}`: {not_deployable} — the cascades below rest on it, and no deployment could run it.")
 chosen = chosen_table(metrics)
 best = chosen.sort("accuracy", "cost_per_item_usd", descending=[True, False]).row(0, named=True)
 single = metrics["best_single"]
 a, b, c = st.columns(3)
 a.metric(f"Oracle of all {metrics['solvers']} models", f"{metrics['oracle']['accuracy']:.1%}",
          help="The cheapest correct model per item: an upper bound no deployment reaches.")
-b.metric("Best single model", f"${single['cost_per_item_usd']:.3g}/item", help=single["model"])
-c.metric(f"Best portfolio (k={best['k']})", f"{best['of_oracle_accuracy']:.1%} of oracle",
-         f"{best['of_best_single_cost']:.0%} of the single model's cost", delta_color="off")
+b.metric(best_single_label(metrics), f"${single['cost_per_item_usd']:.3g}/item",
+         help=f"The most accurate single model on the {metrics['select_split']} split, its cost measured on "
+              f"{metrics['split']}; the Frontier's best single model is the most accurate on {metrics['split']} itself, so it may differ.")
+delta, arrow = cost_delta(best["of_best_single_cost"])
+c.metric(f"Best portfolio (k={best['k']})", f"{best['of_oracle_accuracy']:.1%} of oracle", delta,
+         delta_color="inverse", delta_arrow=arrow)
 
 show_chart(portfolio_figure(metrics), "portfolio_chart", "portfolio")
 st.dataframe(chosen, hide_index=True, width="stretch", key="portfolio_table",
