@@ -122,7 +122,9 @@ def unknown_note(key: str, unknown: list, shown: Any) -> None:
 
 def _shown(value: Any) -> str:
     if isinstance(value, list):
-        return ", ".join(url_text(v) for v in value) if 0 < len(value) <= SHOWN_VALUES else f"{len(value)} values"
+        if not value:
+            return "none"
+        return ", ".join(url_text(v) for v in value) if len(value) <= SHOWN_VALUES else f"{len(value)} values"
     return url_text(value)
 
 
@@ -144,7 +146,10 @@ def url_text(value: Any, limit: int = URL_TEXT_CHARS) -> str:
     cut = text[:limit]
     cut = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), cut)
     fence = "`" * (max(map(len, re.findall(r"`+", cut)), default=0) + 1)
-    span = f"{fence} {cut} {fence}"  # the spaces let a value start or end with a backtick; CommonMark strips them
+    # CommonMark strips one space from each end of a span's text when both ends have one: padding lets a
+    # value start or end with a backtick, or keep its own spaces at both ends (a span of spaces only is kept)
+    pad = " " if cut[0] == "`" or cut[-1] == "`" or (cut[0] == cut[-1] == " " and cut.strip(" ")) else ""
+    span = f"{fence}{pad}{cut}{pad}{fence}"
     return span if len(text) <= limit else f"{span} (truncated, {len(text):,} characters)"
 
 

@@ -22,6 +22,9 @@ HOSTILE = [
     "`code` and ``more`` and a trailing `",
     "**bold** _em_ # heading :red[red] :material/warning: $x^2$ ![img](https://evil.example/i.png)",
     "line one\n\n# a heading\n- a list [link](https://evil.example)",
+    "  spaces at both ends  ",
+    " ",
+    "`",
 ]
 
 
@@ -60,7 +63,7 @@ def test_a_long_value_is_cut_with_its_length() -> None:
 def test_a_hostile_highlight_in_the_url_renders_no_link(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.setenv("DLAB_ROOT", str(synthetic_project))
     at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update({"highlight": ["x[click](https://example.com)y", "z" * 10_000]})
+    at.query_params.update({"highlight": ["x`[click](https://example.com)`y", "z" * 10_000]})
     at.run()
     assert not at.exception
     said = [w.value for w in at.warning if "highlight" in w.value]
@@ -68,6 +71,7 @@ def test_a_hostile_highlight_in_the_url_renders_no_link(synthetic_project: Path,
     page_html = rendered(said[0])
     assert "<a " not in page_html and "example.com" in page_html
     assert "(truncated, 10,000 characters)" in said[0] and len(said[0]) < 1_000
+    assert said[0].endswith("showing none instead.")  # the default highlights nothing
 
 
 def test_an_invalid_regex_filter_is_echoed_inert(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
