@@ -4,6 +4,7 @@ the result files, cached query results, and the friendly "no results yet" messag
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,16 +111,46 @@ def url_choice(key: str, options: list, default: Any = None, multi: bool = False
 
 
 def unknown_note(key: str, unknown: list, shown: Any) -> None:
-    """The notice for a URL value the project does not offer (a stale or mistyped link)."""
-    listed = ", ".join(f"`{v}`" for v in unknown)
+    """The notice for a URL value the project does not offer (a stale or mistyped link); whatever the
+    address holds, it reads as inert text (`url_text`)."""
+    listed = ", ".join(url_text(v) for v in unknown[:SHOWN_VALUES])
+    if len(unknown) > SHOWN_VALUES:
+        listed += f" and {len(unknown) - SHOWN_VALUES:,} more"
     st.warning(f"The address asks for {key} = {listed}, which this project does not have; "
                f"showing {_shown(shown)} instead.", icon=":material/link_off:")
 
 
 def _shown(value: Any) -> str:
     if isinstance(value, list):
-        return ", ".join(f"`{v}`" for v in value) if 0 < len(value) <= 6 else f"{len(value)} values"
-    return f"`{value}`"
+        if not value:
+            return "none"
+        return ", ".join(url_text(v) for v in value) if len(value) <= SHOWN_VALUES else f"{len(value)} values"
+    return url_text(value)
+
+
+SHOWN_VALUES = 6  # values of one key listed in a notice, the rest counted
+URL_TEXT_CHARS = 200  # characters of one value echoed from the address, the rest counted
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def url_text(value: Any, limit: int = URL_TEXT_CHARS) -> str:
+    """`value` (from the address, or typed by the user) as Markdown that shows it and does nothing else,
+    for st.warning / st.info / st.caption / st.markdown: an inline code span, inside which Markdown,
+    HTML, autolinks and Streamlit's colour and icon directives are not interpreted. Its fence is one
+    backtick longer than any run of backticks in the value, so no backtick closes it early; control
+    characters (a newline would end the span's paragraph) are shown escaped; a value over `limit`
+    characters is cut there, with a notice giving its length; an empty one reads (empty)."""
+    text = str(value)
+    if not text:
+        return "(empty)"  # an empty code span cannot be written: two backticks are a fence
+    cut = text[:limit]
+    cut = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), cut)
+    fence = "`" * (max(map(len, re.findall(r"`+", cut)), default=0) + 1)
+    # CommonMark strips one space from each end of a span's text when both ends have one: padding lets a
+    # value start or end with a backtick, or keep its own spaces at both ends (a span of spaces only is kept)
+    pad = " " if cut[0] == "`" or cut[-1] == "`" or (cut[0] == cut[-1] == " " and cut.strip(" ")) else ""
+    span = f"{fence}{pad}{cut}{pad}{fence}"
+    return span if len(text) <= limit else f"{span} (truncated, {len(text):,} characters)"
 
 
 def _cast(value: str, cast: Any) -> Any:
@@ -188,8 +219,6 @@ def readable(frame: Any, links: tuple[str, ...] = ()) -> Any:
 
 def download_name(p: Project, what: str, filters: dict[str, Any]) -> str:
     """`<project>_<what>_<key-value…>.csv`, safe for any file system."""
-    import re
-
     parts = [p.root.name, what] + [f"{k}-{_flat(v)}" for k, v in filters.items() if v not in (None, "", [])]
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", "_".join(parts))[:180] + ".csv"
 

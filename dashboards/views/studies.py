@@ -7,7 +7,7 @@ import streamlit as st
 from dashboards import charts, queries
 from dashboards.smoothing import smooth_curves
 from dashboards import method_groups as mg
-from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, show_chart, url_choice
+from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, show_chart, url_choice, url_text
 
 METHODS_PER_PAGE = 12  # methods per page of learning curves and executor-mix panels
 
@@ -45,7 +45,7 @@ if splits:
     in_group = methods if group == mg.ALL else groups[group]
     picked = mg.matching(in_group, pattern)
     if picked is None:
-        st.warning(f"`{pattern}` is not a valid regular expression: showing every method of the group.")
+        st.warning(f"{url_text(pattern)} is not a valid regular expression: showing every method of the group.")
         picked = in_group
     keep_in_url(group=None if group == mg.default_group(methods, METHODS_PER_PAGE) else group)
     shown_methods = None if picked == methods else picked

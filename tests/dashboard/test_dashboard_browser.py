@@ -216,6 +216,19 @@ def test_links_open_the_point_and_seed_they_name(server: str, synthetic_root: Pa
         assert "learned_cascade @ tau=0.3" in page.locator("[data-testid='stAlert']").first.inner_text()
 
 
+def test_a_hostile_url_value_renders_as_inert_text(server: str) -> None:
+    """`?highlight=x[click](https://example.com)y` (issue 45): the notice shows the value as text, links nowhere,
+    even when the value's own backticks would close a plain code span around it."""
+    with chromium_page(1600) as page:
+        page.goto(f"{server}/?{urlencode({'highlight': 'x`[click](https://example.com)`y<b>bold</b>'})}", wait_until="domcontentloaded")
+        page.wait_for_selector("[data-testid='stAlert']", timeout=30_000)
+        settle(page)
+        alert = page.locator("[data-testid='stAlert']").filter(has_text="highlight").first
+        assert "x`[click](https://example.com)`y<b>bold</b>" in alert.inner_text()
+        assert page.locator("a[href*='example.com']").count() == 0
+        assert alert.locator("b").count() == 0
+
+
 def test_frontier_solver_subset_and_breakdown_in_chromium(server: str) -> None:
     """A solver subset from the URL draws only points within it, readably, and the breakdown renders."""
     with chromium_page(1600) as page:
