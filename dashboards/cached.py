@@ -140,10 +140,16 @@ def keep_in_url(**values: Any) -> None:
             st.query_params[key] = str(value)
 
 
-def show_chart(fig: Any, key: str, name: str) -> None:
-    """st.plotly_chart with the camera button downloading `name`.svg or .png (the sidebar's choice)."""
+def show_chart(fig: Any, key: str, name: str, view: dict[str, Any] | None = None) -> None:
+    """st.plotly_chart with the camera button downloading `name`.svg or .png (the sidebar's choice);
+    `view` (the choices behind the chart) becomes its title, so the exported image says what it shows."""
     from dashboards.charts import plot_config
+    from dashboards.view_line import title
 
+    if view is not None:
+        text = title(view)
+        fig.update_layout(title={"text": text, "x": 0.01},
+                          margin={"t": (fig.layout.margin.t or 30) + 20 * (text.count("<br>") + 1)})
     fmt = st.session_state.get("download_format", "svg")
     st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt))
 

@@ -69,3 +69,19 @@ def test_frontier_downloads_carry_the_view_and_no_absolute_path(synthetic_projec
     assert first.startswith(f"# delegation-lab frontier_points; project {synthetic_project.name}; dataset = synthetic (test split)")
     assert "solvers = 2 of 3 solvers: B, C" in first and "highlight = always-B" in first
     assert texts and not [label for label, text in texts.items() if str(synthetic_project) in text]
+
+
+def test_every_exported_chart_says_what_it_shows(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    import json
+
+    from tests.dashboard.test_dashboard import STUDY, open_page
+
+    monkeypatch.setenv("DLAB_ROOT", str(synthetic_project))
+    at = open_page(AppTest.from_file(APP, default_timeout=60), "studies")
+    at.selectbox(key="study").set_value(STUDY).run()
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert len(titles) == 2 and all(t.startswith(f"study {STUDY} · split ") and "episodes per point" in t for t in titles)
+    assert "smoothing 0.0" in titles[0]  # the learning curves, the executor mix has no smoothing
+    at.switch_page("views/paper.py").run()
+    assert all(json.loads(c.proto.spec)["layout"]["title"]["text"].startswith("paper vs reproduction metrics/")
+               for c in at.get("plotly_chart"))
