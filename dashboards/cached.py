@@ -171,10 +171,16 @@ def keep_in_url(**values: Any) -> None:
             st.query_params[key] = str(value)
 
 
-def show_chart(fig: Any, key: str, name: str) -> None:
-    """st.plotly_chart with the camera button downloading `name`.svg or .png (the sidebar's choice)."""
+def show_chart(fig: Any, key: str, name: str, view: dict[str, Any] | None = None) -> None:
+    """st.plotly_chart with the camera button downloading `name`.svg or .png (the sidebar's choice);
+    `view` (the choices behind the chart) becomes its title, so the exported image says what it shows."""
     from dashboards.charts import plot_config
+    from dashboards.view_line import title
 
+    if view is not None:
+        text = title(view)
+        fig.update_layout(title={"text": text, "x": 0.01},
+                          margin={"t": (fig.layout.margin.t or 30) + 20 * (text.count("<br>") + 1)})
     fmt = st.session_state.get("download_format", "svg")
     st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt))
 
@@ -223,18 +229,21 @@ def download_name(p: Project, what: str, filters: dict[str, Any]) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", "_".join(parts))[:180] + ".csv"
 
 
-def download_csv(p: Project, frame: Any, what: str, filters: dict[str, Any], key: str) -> None:
-    """A download button for `frame` as CSV, named by project, table and filters, whose first line
-    (a `#` comment) records the project root, the table and the filters it was cut with."""
-    st.download_button(f"Download {what} (CSV)", csv_text(p, frame, what, filters), file_name=download_name(p, what, filters),
+def download_csv(p: Project, frame: Any, what: str, view: dict[str, Any], key: str, named_by: tuple[str, ...] | None = None) -> None:
+    """A download button for `frame` as CSV, named by project, table and the `named_by` values of
+    the view (all of them when None), whose first line (a `#` comment) records the whole view
+    (`dashboards.view_line`)."""
+    name = download_name(p, what, view if named_by is None else {k: view.get(k) for k in named_by})
+    st.download_button(f"Download {what} (CSV)", csv_text(p, frame, what, view), file_name=name,
                        mime="text/csv", key=key, icon=":material/download:")
 
 
-def csv_text(p: Project, frame: Any, what: str, filters: dict[str, Any]) -> str:
-    """The CSV of `frame` under one `#` line naming the table, the project root and the filters."""
-    header = f"# delegation-lab {what}; project {p.root}; " + "; ".join(
-        f"{k} = {_flat(v)}" for k, v in filters.items() if v not in (None, "", [])) + "\n"
-    return header + frame.write_csv()
+def csv_text(p: Project, frame: Any, what: str, view: dict[str, Any]) -> str:
+    """The CSV of `frame` under one `#` line naming the table, the project (by folder name, never
+    the absolute path) and every value of `view`."""
+    from dashboards.view_line import describe, project_name
+
+    return f"# {describe(project_name(p.root), what, view)}\n" + frame.write_csv()
 
 
 def _flat(value: Any) -> str:

@@ -128,7 +128,7 @@ def frontier_figure(points: pl.DataFrame, *, highlight: list[str] | set[str] = (
     ticks = dollar_ticks([10 ** x_range[0], 10 ** x_range[1]])
     span = y_range[1] - y_range[0]
     fig.update_layout(
-        height=HEIGHT_PX + 100, margin={"l": 10, "r": 10, "t": 50 if title else 30, "b": 10},
+        height=HEIGHT_PX + 100, margin={"l": 10, "r": 10, "t": 30 + 20 * (title.count("<br>") + 1) if title else 30, "b": 10},
         title={"text": title, "x": 0.01} if title else None,
         xaxis={"type": "log", "title": "cost per item (US$, log scale)", "range": list(x_range), **ticks},
         yaxis={"title": "accuracy (error bars: item-level bootstrap interval)", "range": list(y_range),

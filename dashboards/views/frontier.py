@@ -4,7 +4,7 @@ shown, the oracle, a method picker that highlights, and a budget slider (best me
 import polars as pl
 import streamlit as st
 
-from dashboards import charts, frontier_chart, links, queries, slices, solver_subset
+from dashboards import charts, frontier_chart, links, queries, slices, solver_subset, view_line
 from dashboards import frontier_points as fp
 from delegation_lab.frontier.verifiers import verifier_summary
 from dashboards.cached import (
@@ -123,8 +123,12 @@ if steps:
     keep_in_url(budget=repr(budget))
 
 band = fp.contested_band(drawn) if zoom == "on" else None
-title = f"{dataset} · {split} split · verifier {verifier}"
-figure = frontier_chart.frontier_figure(drawn, highlight=highlight, title=title, band=band,
+shown = view_line.frontier_view(  # what every download of this page records (first CSV line, figure title)
+    dataset=dataset, split=split, verifier=verifier, deployable=(described or {}).get("deployable"),
+    points="each method's best and the Pareto set" if view == fp.BEST else "every operating point",
+    subset=subset if models else [], models=models, highlight=highlight, zoom=band, budget=budget,
+    studies=studies if studies != here["study"] else None, solver_sets=solver_sets if solver_sets != here["solver_set"] else None)
+figure = frontier_chart.frontier_figure(drawn, highlight=highlight, title=view_line.title(shown), band=band,
                                         costs=fp.cost_range(drawn, band), budget=budget)
 show_chart(figure, "frontier_chart", f"frontier_{dataset}")
 zero_cost = drawn.filter(pl.col("cost_per_item_usd") <= 0).height
@@ -215,7 +219,8 @@ else:
         st.dataframe(table.with_columns(pl.col(acc_cols) * 100), hide_index=True, width="stretch", key="frontier_slices_table",
                      column_config={**{c: pct for c in acc_cols},
                                     **{c: st.column_config.NumberColumn(format="$%.4g") for c in ("cost (USD/item)", "cost low", "cost high")}})
-        download_csv(p, table, "frontier_breakdown", {"dataset": dataset, "by": by, "points": chosen}, key="slices_download")
+        download_csv(p, table, "frontier_breakdown", {**shown, "slice by": by, "broken down": chosen}, key="slices_download",
+                     named_by=("dataset", "slice by"))
 
 # ---------------------------------------------------------------------------------------------
 if summary and dataset == main_dataset:
@@ -250,7 +255,4 @@ with st.expander(f"Frontier points ({drawn.height})"):
     st.dataframe(readable(drawn.with_columns(pl.Series("steps", steps, dtype=pl.String)), links=("steps",)), hide_index=True, width="stretch",
                  key="points_table", column_config={"steps": st.column_config.LinkColumn(
                      display_text="steps", help="This point's steps on the Trajectories page (studies that wrote trajectories).")})
-    download_csv(p, drawn.drop("on_pareto_all", strict=False), "frontier_points",
-                 {"dataset": dataset, "verifier": verifier, "view": "best" if view == fp.BEST else "all",
-                  "studies": studies if studies != here["study"] else None,
-                  "solvers": solver_sets if solver_sets != here["solver_set"] else None}, key="points_download")
+    download_csv(p, drawn.drop("on_pareto_all", strict=False), "frontier_points", shown, key="points_download", named_by=("dataset",))

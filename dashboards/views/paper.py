@@ -40,7 +40,8 @@ for study, table in tables.items():
     st.dataframe(shown, hide_index=True, width="stretch", key=f"paper_table_{study}",
                  column_config={"relative difference %": st.column_config.NumberColumn(format="%+.1f")})
     if numeric.filter(pl.col("charted")).height:
-        show_chart(charts.paper_figure(numeric), f"paper_chart_{study}", f"paper_vs_ours_{study}")
+        show_chart(charts.paper_figure(numeric), f"paper_chart_{study}", f"paper_vs_ours_{study}",
+                   view={"paper vs reproduction": f"metrics/{study}.json"})
     worded = table.filter(pl.col("paper").is_null())
     if worded.height:
         st.caption("Worded paper claims (and values that are not a number), with ours beside them:")

@@ -15,6 +15,7 @@ from dashboards.portfolio import (
     portfolio_figure,
     verifier_note,
 )
+from dashboards.view_line import verifier_text
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -55,7 +56,10 @@ delta, arrow = cost_delta(best["of_best_single_cost"])
 c.metric(f"Best portfolio (k={best['k']})", f"{best['of_oracle_accuracy']:.1%} of oracle", delta,
          delta_color="inverse", delta_arrow=arrow)
 
-show_chart(portfolio_figure(metrics), "portfolio_chart", "portfolio")
+show_chart(portfolio_figure(metrics), "portfolio_chart", "portfolio", view={
+    "portfolio": f"k = 1..{metrics['max_k']} of {metrics['solvers']} models",
+    "verifier": verifier_text(verifier, (metrics.get("verifier") or {}).get("deployable")),
+    "chosen on": metrics["select_split"], "measured on": metrics["split"]})
 st.dataframe(chosen, hide_index=True, width="stretch", key="portfolio_table",
              column_config={"accuracy": st.column_config.NumberColumn(format="%.3f"),
                             "of_oracle_accuracy": st.column_config.NumberColumn(format="%.3f"),

@@ -75,8 +75,9 @@ if splits and curves is not None:
                "is possible (accuracy in [0, 1], cost ≥ 0)."
                + (f" Smoothed (weight {smoothing:.2f})." if smoothing else "")
                + (f" No panel for {', '.join(missing)}: this study's steps do not record it." if missing else ""))
+    shown = {"study": study, "split": split, "methods": shown_methods or "all", "episodes per point": int(bucket)}
     show_chart(charts.learning_curve_figure(smooth_curves(curves, smoothing)), "curves_chart",
-               f"{study}_{split}_learning_curves")
+               f"{study}_{split}_learning_curves", view={**shown, "smoothing": smoothing})
     with st.expander("Learning-curve data"):
         st.dataframe(curves, hide_index=True, width="stretch", key="curves_table")
 
@@ -87,7 +88,7 @@ if splits and curves is not None:
     else:
         st.caption("Share of steps (all seeds pooled) in which each executor was asked; a step asking several "
                    "executors counts for each.")
-        show_chart(charts.executor_mix_figure(mix), "mix_chart", f"{study}_{split}_executor_mix")
+        show_chart(charts.executor_mix_figure(mix), "mix_chart", f"{study}_{split}_executor_mix", view=shown)
         with st.expander("Executor-mix data"):
             st.dataframe(mix, hide_index=True, width="stretch", key="mix_table")
 elif not splits:

@@ -50,6 +50,8 @@ def test_portfolio_page_shows_each_k_and_its_models(tmp_path: Path, monkeypatch:
     assert len(chart) == 1
     names = [t["name"] for t in json.loads(chart[0].proto.spec)["data"] if t.get("showlegend", True)]
     assert len(names) == 3 and names[0] == "k=1 single: c", names  # one legend entry per k: the chosen, named
+    title = json.loads(chart[0].proto.spec)["layout"]["title"]["text"]
+    assert title.startswith(f"portfolio k = 1..{metrics['max_k']} of 4 models · verifier ") and "chosen on" in title, title
     assert names[1].startswith("k=2 router knn lambda=") and names[1].endswith(": a | b"), names
     chosen = table_with(at, "select_accuracy", "candidates", rows=3)
     assert chosen["k"].tolist() == [1, 2, 3]

@@ -412,7 +412,7 @@ def test_downloads_say_what_they_are(app, synthetic_project: Path) -> None:  # n
     assert button.proto.label == "Download disagreements (CSV)"
     from dashboards.cached import Project, csv_text, download_name
     text = csv_text(Project(synthetic_project, ""), pl.DataFrame({"x": [1]}), "disagreements", {"A": "a@b", "B": "c", "seed": None})
-    assert text.splitlines() == [f"# delegation-lab disagreements; project {synthetic_project}; A = a@b; B = c", "x", "1"]
+    assert text.splitlines() == [f"# delegation-lab disagreements; project {synthetic_project.name}; A = a@b; B = c", "x", "1"]
     name = download_name(Project(synthetic_project, ""), "disagreements", {"A": f"{STUDY}/dqn_map · test", "B": None})
     assert name.startswith(f"{synthetic_project.name}_disagreements_A-{STUDY}_dqn_map") and name.endswith(".csv")
     assert "None" not in " ".join(str(v) for v in frame(at, "disagreements_table").drop(columns=["follow A", "follow B"]).to_numpy().ravel())
