@@ -110,6 +110,46 @@ def url_choice(key: str, options: list, default: Any = None, multi: bool = False
     st.session_state[key] = chosen
 
 
+def url_value(key: str, default: Any, cast: Any = str, valid: Any = None) -> None:
+    """`url_choice` for a free value (a text filter, a number, a slider): seed the widget state `key`
+    from the URL on first use, else `default`. A URL value that does not cast, or that `valid` rejects
+    (out of the widget's range), gets a notice and the default. The widget is created with `key=key`
+    and no default."""
+    if key in st.session_state:
+        return
+    if key not in st.query_params:
+        st.session_state[key] = default
+        return
+    raw = st.query_params[key]
+    value = _cast(raw, cast)
+    if value is None or (valid is not None and not valid(value)):
+        st.warning(f"The address asks for {key} = {url_text(raw)}, which this page cannot show; "
+                   f"showing {_shown(default)} instead.", icon=":material/link_off:")
+        value = default
+    st.session_state[key] = value
+
+
+def follow_default(key: str, default: Any) -> None:
+    """Let the widget state `key` follow a default computed from other widgets (the breakdown's points
+    from the highlight and budget): while it still holds the default applied last (the user has not
+    changed it), a new default replaces it; once the user picks, the pick stays. Call before
+    `url_choice` / `url_value` and the widget."""
+    marker = f"_default_of_{key}"
+    if key in st.session_state and st.session_state[key] == st.session_state.get(marker):
+        st.session_state[key] = default
+    st.session_state[marker] = default
+
+
+def restart_when_changed(key: str, scope: Any) -> None:
+    """Forget the widget state `key` (and its URL value) when `scope` (what it pages through) changed
+    since the last run: a new filter starts at its first page. The first run keeps the URL's value."""
+    marker = f"_scope_of_{key}"
+    if marker in st.session_state and st.session_state[marker] != scope:
+        st.session_state.pop(key, None)
+        st.query_params.pop(key, None)
+    st.session_state[marker] = scope
+
+
 def unknown_note(key: str, unknown: list, shown: Any) -> None:
     """The notice for a URL value the project does not offer (a stale or mistyped link); whatever the
     address holds, it reads as inert text (`url_text`)."""

@@ -9,6 +9,7 @@ from dashboards import frontier_points as fp
 from delegation_lab.frontier.verifiers import verifier_summary
 from dashboards.cached import (
     download_csv,
+    follow_default,
     frontier_summary,
     keep_in_url,
     no_results,
@@ -194,14 +195,17 @@ else:
         winner = queries.best_under_budget(drawn, budget) if budget is not None else None
         singles = [n for n, r in candidates.items() if r["kind"] == "single"]
         picked = ([point_name(winner)] if winner and point_name(winner) in candidates else []) + singles[:1]
-    url_choice("slice_points", list(candidates), list(dict.fromkeys(picked)), multi=True)
+    default_points = list(dict.fromkeys(picked))
+    follow_default("slice_points", default_points)  # a new highlight or budget moves the default, not a pick
+    url_choice("slice_points", list(candidates), default_points, multi=True)
     s1, s2 = st.columns([3, 1])
     chosen = s1.multiselect("Points to break down", list(candidates), key="slice_points",
                             help="Points shown above with item-level outcomes (results/outcomes/*.parquet); default: the "
-                                 "highlighted methods' best points, else the budget's winner and the most accurate single.")
+                                 "highlighted methods' best points, else the budget's winner and the most accurate single; it follows the "
+                                 "highlight and budget until you pick points yourself.")
     url_choice("slice_by", ["domain", "difficulty"], "domain")
     by = s2.radio("Slice by", ["domain", "difficulty"], key="slice_by", horizontal=True)
-    keep_in_url(slice_points=chosen if chosen != list(dict.fromkeys(picked)) else None, slice_by=None if by == "domain" else by)
+    keep_in_url(slice_points=chosen if chosen != default_points else None, slice_by=None if by == "domain" else by)
     got = {n: p.query("point_outcomes", study=candidates[n]["study"], method=candidates[n]["method"],
                       operating_point=candidates[n]["operating_point"], split=split) for n in chosen}
     ids = sorted({i for rows in got.values() for i in rows["item_id"].to_list()})

@@ -8,11 +8,22 @@ import streamlit as st
 
 from dashboards import links, queries
 from dashboards.action_codes import action_legend
-from dashboards.cached import download_csv, keep_in_url, no_results, project, readable, unknown_note, url_choice
+from dashboards.cached import (
+    download_csv,
+    keep_in_url,
+    no_results,
+    project,
+    readable,
+    restart_when_changed,
+    unknown_note,
+    url_choice,
+    url_value,
+)
 
 ALL = queries.ALL
 ITEM_STEPS = 1000  # steps of one followed item shown at most
 ITEM_CHOICES = 200  # search matches listed at most (the count says how many there are)
+PAGE_SIZES = [25, 50, 100, 500]  # rows per page of the steps table
 p = project()
 st.title("Trajectories")
 studies = p.query("trajectory_studies")
@@ -62,9 +73,13 @@ keep_in_url(study=study, method=method_f, op=None, seed=seed_f, item=item_f)  # 
 
 total = p.query("count_steps", study=study, method=method_f, seed=seed_f, item_id=item_f)
 s1, s2, s3 = st.columns([1, 1, 4])
-page_size = s1.selectbox("Rows per page", [25, 50, 100, 500], index=1)
+url_choice("rows", PAGE_SIZES, 50, cast=int)
+page_size = s1.selectbox("Rows per page", PAGE_SIZES, key="rows")
 pages = max(1, math.ceil(total / page_size))
-page = s2.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=1, step=1)
+restart_when_changed("page", (study, method_f, seed_f, item_f, page_size))  # other rows start at their first page
+url_value("page", 1, int, lambda k: 1 <= k <= pages)
+page = s2.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key="page")
+keep_in_url(rows=None if page_size == 50 else page_size, page=None if page == 1 else int(page))
 offset = (int(page) - 1) * page_size
 rows = p.query("steps_page", study=study, method=method_f, seed=seed_f, item_id=item_f, limit=page_size, offset=offset)
 s3.metric("Steps matching", f"{total:,}")
