@@ -231,3 +231,32 @@ def test_a_link_carries_the_seed_that_disagreed() -> None:
     disagreements = pl.DataFrame({"item_id": ["x", "y", "z"], "A − B correct": [0.5, -0.5, 1.0]})
     assert disagreeing_seeds(rows, disagreements, "A") == [1, 1, None]  # right more often on x: first right seed
     assert disagreeing_seeds(rows, disagreements, "B") == [0, 0, None]  # B's rows here: worse on x, better on y
+
+
+def test_compare_links_open_the_disagreeing_seed_and_none_for_a_point_without_steps(
+        links_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import polars as pl
+
+    from dashboards.paired import disagreeing_seeds
+    from delegation_lab.pipeline.store import connect
+    from tests.dashboard.test_dashboard import frame
+
+    monkeypatch.setenv("DLAB_ROOT", str(links_project))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/compare.py")
+    at.query_params.update({"a": "management/random · test", "b": f"{COORDINATOR}/management.fixed_order @ A>B>C · test"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [at.selectbox(key=k).value for k in ("a", "b")] == [at.query_params["a"], at.query_params["b"]]
+    table = frame(at, "disagreements_table")
+    assert "follow B" not in table.columns  # the fixed order wrote no steps: no link, not another method's
+    con = connect(Layout(links_project))
+    rows = pl.from_arrow(con.sql("SELECT seed, item_id, correct FROM outcomes WHERE study = 'management' AND method = 'random' "
+                                 "AND item_id IN ('te000', 'te001', 'te002')").arrow())
+    shown = pl.DataFrame({"item_id": table["item_id"].tolist(), "A − B correct": table["A − B correct"].tolist()})
+    expected = disagreeing_seeds(rows, shown, "A")
+    assert 1 in expected  # not always seed 0: B is right everywhere, so A's link opens its first wrong seed, 1 on some items
+    for url, seed in zip(table["follow A"].tolist(), expected, strict=True):
+        key = parse_steps(parse_qs(urlsplit(url).query))
+        assert (key.study, key.method, key.seed) == ("management", "random", seed)
