@@ -7,6 +7,12 @@ point — plus a seed and an item. Studies name their trajectory partitions thei
 `cached.ts.b0.5`), so `trajectory_method` maps a point to the partition that holds its steps by
 comparing the names' words and numbers, and says None rather than guess when that is not one
 partition: a link must never open another method's steps.
+
+`point_link` is what a page builds a link with: it resolves the point against the partitions and
+seeds the trajectory files hold (`queries.trajectory_keys`, read once per state of the results),
+and gives no link when that is not one partition holding that seed — a point whose study wrote no
+steps for it (a `fixed_order` baseline, an operating point no partition names) has no link rather
+than one to another method. The link names the partition itself, so the page opens it as is.
 """
 
 from __future__ import annotations
@@ -106,3 +112,17 @@ def trajectory_method(method: str, operating_point: str, available: list[str]) -
         if not any(len(words(a)) > len(stem) and words(a)[: len(stem)] == stem for a in available):
             return method
     return None
+
+
+Partitions = Mapping[str, Mapping[str, frozenset[int]]]  # study -> partition -> seeds on disk
+
+
+def point_link(study: str, method: str, operating_point: str, seed: int, item: str | None,
+               partitions: Partitions) -> str | None:
+    """The link to one point's steps at `seed` (on `item`), or None when the trajectory files hold
+    no single partition of that point with that seed."""
+    held = partitions.get(study, {})
+    partition = trajectory_method(method, operating_point, sorted(held))
+    if partition is None or int(seed) not in held[partition]:
+        return None
+    return steps_url(StepsKey(study, partition, DEFAULT_POINT, int(seed), item))

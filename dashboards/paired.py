@@ -63,6 +63,21 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, intervals: IntervalParams, ties: T
     return Comparison(len(items), pl.DataFrame(rows), disagree.select("item_id", "correct_a", "correct_b", "A − B correct", "cost_a", "cost_b"))
 
 
+def disagreeing_seeds(rows: pl.DataFrame, disagreements: pl.DataFrame, side: str) -> list[int | None]:
+    """Per disagreement (in its order), the seed of `side`'s `rows` ("A" or "B") that shows its part
+    of it: where that side is right more often, its first seed with its best outcome on the item,
+    else its first seed with its worst — the run a link to its steps should open."""
+    sign = 1 if side == "A" else -1
+    better = disagreements.select("item_id", (sign * pl.col("A − B correct") > 0).alias("better"))
+    picked = (rows.join(better, on="item_id")
+              .with_columns(pl.when(pl.col("better")).then(pl.col("correct").max()).otherwise(pl.col("correct").min())
+                            .over("item_id").alias("target"))
+              .filter(pl.col("correct") == pl.col("target"))
+              .group_by("item_id").agg(pl.col("seed").min()))
+    seeds = dict(picked.iter_rows())
+    return [None if seeds.get(item) is None else int(seeds[item]) for item in disagreements["item_id"].to_list()]
+
+
 def p_value_text(p_value: float | None, resamples: int) -> str:
     """A bootstrap p-value as every table and metric of the dashboard shows it: 0 means below the
     test's resolution, `< 1/R` with R resamples (`< 0.001` for 1,000); `—` where there is none."""

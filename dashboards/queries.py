@@ -449,6 +449,15 @@ def trajectory_methods(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
     return _values(con, "SELECT DISTINCT method FROM trajectories WHERE study = $study ORDER BY method", {"study": study})
 
 
+def trajectory_keys(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, frozenset[int]]]:
+    """Per study, per trajectory partition (method), the seeds its files hold: what a link into
+    Trajectories is checked against (`links.point_link`)."""
+    keys: dict[str, dict[str, set[int]]] = {}
+    for study, method, seed in con.sql("SELECT DISTINCT study, method, seed FROM trajectories WHERE study IS NOT NULL").fetchall():
+        keys.setdefault(study, {}).setdefault(method, set()).add(int(seed))
+    return {study: {m: frozenset(s) for m, s in methods.items()} for study, methods in keys.items()}
+
+
 def trajectory_seeds(con: duckdb.DuckDBPyConnection, study: str, method: str | None = None) -> list[int]:
     where, params = _where(study, method)
     return [int(s) for s in _values(con, f"SELECT DISTINCT seed FROM trajectories WHERE {where} ORDER BY seed", params)]

@@ -92,24 +92,24 @@ else:
 
 st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
-           "The links open the item on the Trajectories page at exactly that method, operating point and its "
-           "first seed (no link column for a side whose study wrote no trajectories, e.g. the frontier's baselines).")
+           "A link opens the item on the Trajectories page at exactly that method, operating point and the seed that "
+           "shows its side of the disagreement (its first seed right on the item where it is right more often, wrong "
+           "where it is wrong more often); a point whose trajectory files hold no partition with that seed (a baseline, "
+           "a fixed order, an operating point no study wrote steps for) has no link.")
+partitions = p.query("trajectory_keys")
 
 
-with_steps = set(p.query("trajectory_studies"))
-
-
-def link_column(who: dict, rows: pl.DataFrame) -> pl.Series:
-    """Per disagreement, the link to `who`'s steps on that item (its first seed), or None when its
-    study wrote no trajectories."""
-    seed = int(rows["seed"].min()) if rows.height else None
-    urls = [links.steps_url(links.StepsKey(who["study"], who["method"], who["operating_point"], seed, item))
-            if who["study"] in with_steps else None for item in result.disagreements["item_id"].to_list()]
+def link_column(who: dict, rows: pl.DataFrame, side: str) -> pl.Series:
+    """Per disagreement, the link to `who`'s steps on that item at the seed that disagreed, or None
+    when the trajectory files hold no partition of that point with that seed."""
+    seeds = paired.disagreeing_seeds(rows, result.disagreements, side)
+    urls = [None if seed is None else links.point_link(who["study"], who["method"], who["operating_point"], seed, item, partitions)
+            for item, seed in zip(result.disagreements["item_id"].to_list(), seeds, strict=True)]
     return pl.Series(urls, dtype=pl.String)
 
 
 won = pl.when(pl.col("A − B correct") > 0).then(pl.lit("A")).otherwise(pl.lit("B")).alias("more often right")
-table = result.disagreements.with_columns(won, link_column(a, a_rows).alias("follow A"), link_column(b, b_rows).alias("follow B"))
+table = result.disagreements.with_columns(won, link_column(a, a_rows, "A").alias("follow A"), link_column(b, b_rows, "B").alias("follow B"))
 if slices.height:
     table = table.join(slices, on="item_id", how="left", maintain_order="left")
 download_csv(p, table, "disagreements", {"A": a_name, "B": b_name}, key="disagreements_download")

@@ -132,3 +132,131 @@ def test_an_unknown_link_says_so_and_shows_the_defaults(steps_project: Path, mon
     at = open_trajectories(steps_project, monkeypatch, **query)
     assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
     assert value_of(at, "Method") == "(all)"  # not silently another method
+
+
+# ---------------------------------------------------------------------------------------------
+# Every outcome point's link lands on a partition holding that point and seed, or there is none
+#
+# The committed experiments (experiments/*) carry no results/ in a clone (DVC outputs), so this runs
+# on the synthetic project of test_dashboard.py plus a coordinator-like study written the way the
+# real one names its partitions, with the shapes that used to link elsewhere: a fixed order (no
+# steps), a point whose seed has no steps, an operating point no partition names.
+
+COORDINATOR = "coordinator"
+# partition -> (method, operating point) of the point whose steps it holds, and its seeds
+WRITTEN = {
+    "management.dqn_map.lambda10": (("management.dqn_map", "lambda=10"), (0, 1)),
+    "management.dqn_map.lambda1.5": (("management.dqn_map", "lambda=1.5"), (0, 1)),
+    "management.dqn_map.lambda15": (("management.dqn_map", "lambda=15"), (0,)),  # seed 1 wrote no steps
+    "delegation.always_a": (("delegation.always_a", "default"), (0, 1)),
+    "delegation.mgmt_policy": (("delegation.mgmt_policy", "default"), (0, 1)),
+    "delegation.mgmt_policy_selected": (("delegation.mgmt_policy_selected", "default"), (0, 1)),
+}
+NO_STEPS = [("management.fixed_order", "A>B>C"), ("management.fixed_order", "B>A"), ("management.dqn_map", "lambda=100"),
+            ("delegation.mgmt_policy", "mgmt_policy_selected"), ("margent", "rho=all")]
+
+
+@pytest.fixture(scope="module")
+def links_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from delegation_lab.evaluation.outcomes import write_outcomes
+    from tests.dashboard.test_dashboard import build_project
+
+    import polars as pl
+
+    root = build_project(tmp_path_factory.mktemp("point_links") / "p")
+    layout = Layout(root)
+    outcomes = []
+    with TrajectoryWriter(layout, COORDINATOR) as writer:
+        for partition, ((method, point), seeds) in WRITTEN.items():
+            for seed in seeds:  # each step says which point it belongs to: the test's ground truth
+                writer.add(partition, seed, [{"episode": e, "step": 0, "split": "test", "item_id": f"te{e:03d}", "action": "A",
+                                              "executors": ["A"], "correct": True, "cost_usd": 0.01, "reward": 1.0, "calls": 1,
+                                              "extra": {"method": method, "operating_point": point}} for e in range(3)])
+    points = [point for point, _ in WRITTEN.values()] + NO_STEPS
+    for method, point in points:
+        for seed in (0, 1):
+            outcomes += [{"study": COORDINATOR, "method": method, "operating_point": point, "seed": seed, "split": "test",
+                          "dataset": "synthetic", "verifier": "programmatic", "item_id": f"te{e:03d}", "correct": 1.0,
+                          "cost_usd": 0.01} for e in range(3)]
+    write_outcomes(layout, COORDINATOR, pl.DataFrame(outcomes))
+    write_outcomes(layout, "baselines", pl.DataFrame([  # baselines write outcomes, never steps
+        {"study": "baselines", "method": "cascade:B>A", "operating_point": "default", "seed": 0, "split": "test",
+         "dataset": "synthetic", "verifier": "programmatic", "item_id": "te000", "correct": 1.0, "cost_usd": 0.01}]))
+    return root
+
+
+def test_every_outcome_point_links_to_its_own_steps_or_not_at_all(links_project: Path) -> None:
+    import json
+
+    from dashboards import queries
+    from dashboards.links import point_link
+    from delegation_lab.pipeline.store import connect
+
+    con = connect(Layout(links_project))
+    partitions = queries.trajectory_keys(con)
+    keys = con.sql("SELECT DISTINCT study, method, operating_point, seed FROM outcomes ORDER BY ALL").fetchall()
+    assert {s for s, *_ in keys} >= {"management", COORDINATOR, "baselines"}
+    linked = set()
+    for study, method, point, seed in keys:
+        url = point_link(study, method, point, seed, "te001", partitions)
+        if study == COORDINATOR:
+            holder = next((p for p, (of, seeds) in WRITTEN.items() if of == (method, point) and seed in seeds), None)
+        else:  # the synthetic study writes one partition per method, at its default point
+            holder = method if study == "management" and point == "default" else None
+        if holder is None:
+            assert url is None, (study, method, point, seed, url)
+            continue
+        assert url is not None, (study, method, point, seed)
+        key = parse_steps(parse_qs(urlsplit(url).query))
+        assert (key.study, key.seed, key.item) == (study, seed, "te001")
+        folder = links_project / "results" / "trajectories" / f"study={study}" / f"method={key.method}" / f"seed={seed}"
+        assert any(folder.glob("*.parquet")), url  # the target partition exists on disk, at that seed
+        extras = con.sql("SELECT DISTINCT extra FROM trajectories WHERE study = $s AND method = $m AND seed = $k",
+                         params={"s": study, "m": key.method, "k": seed}).fetchall()
+        assert extras, url
+        if study == COORDINATOR:  # and holds that method and operating point
+            assert {(json.loads(e)["method"], json.loads(e)["operating_point"]) for (e,) in extras} == {(method, point)}
+        else:
+            assert key.method == method
+        linked.add((study, method, point, seed))
+    assert len(linked) == 4 + sum(len(seeds) for _, seeds in WRITTEN.values())  # 4: management's 2 methods x 2 seeds
+
+
+def test_a_link_carries_the_seed_that_disagreed() -> None:
+    import polars as pl
+
+    from dashboards.paired import disagreeing_seeds
+
+    rows = pl.DataFrame({"seed": [0, 1, 2, 0, 1, 2], "item_id": ["x"] * 3 + ["y"] * 3, "correct": [0.0, 1.0, 1.0, 1.0, 0.0, 0.0]})
+    disagreements = pl.DataFrame({"item_id": ["x", "y", "z"], "A − B correct": [0.5, -0.5, 1.0]})
+    assert disagreeing_seeds(rows, disagreements, "A") == [1, 1, None]  # right more often on x: first right seed
+    assert disagreeing_seeds(rows, disagreements, "B") == [0, 0, None]  # B's rows here: worse on x, better on y
+
+
+def test_compare_links_open_the_disagreeing_seed_and_none_for_a_point_without_steps(
+        links_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import polars as pl
+
+    from dashboards.paired import disagreeing_seeds
+    from delegation_lab.pipeline.store import connect
+    from tests.dashboard.test_dashboard import frame
+
+    monkeypatch.setenv("DLAB_ROOT", str(links_project))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/compare.py")
+    at.query_params.update({"a": "management/random · test", "b": f"{COORDINATOR}/management.fixed_order @ A>B>C · test"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [at.selectbox(key=k).value for k in ("a", "b")] == [at.query_params["a"], at.query_params["b"]]
+    table = frame(at, "disagreements_table")
+    assert "follow B" not in table.columns  # the fixed order wrote no steps: no link, not another method's
+    con = connect(Layout(links_project))
+    rows = pl.from_arrow(con.sql("SELECT seed, item_id, correct FROM outcomes WHERE study = 'management' AND method = 'random' "
+                                 "AND item_id IN ('te000', 'te001', 'te002')").arrow())
+    shown = pl.DataFrame({"item_id": table["item_id"].tolist(), "A − B correct": table["A − B correct"].tolist()})
+    expected = disagreeing_seeds(rows, shown, "A")
+    assert 1 in expected  # not always seed 0: B is right everywhere, so A's link opens its first wrong seed, 1 on some items
+    for url, seed in zip(table["follow A"].tolist(), expected, strict=True):
+        key = parse_steps(parse_qs(urlsplit(url).query))
+        assert (key.study, key.method, key.seed) == ("management", "random", seed)
