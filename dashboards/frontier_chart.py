@@ -83,7 +83,7 @@ def frontier_figure(points: pl.DataFrame, *, highlight: list[str] | set[str] = (
                     band: tuple[float, float] | None = None, costs: tuple[float, float] | None = None,
                     budget: float | None = None) -> go.Figure:
     """The chart of `points` (queries.frontier_points rows with `on_pareto`), zoomed to `band`
-    (accuracy) and `costs` (cost per item) when given, the budget as a vertical line."""
+    (accuracy) and `costs` (cost per item) when given, the budget as a vertical line inside the range."""
     fig = go.Figure()
     drawn = points.filter(pl.col("cost_per_item_usd") > 0).with_columns(
         pl.struct("study", "method").map_elements(lambda r: point_label(r["study"], r["method"]), return_dtype=pl.String).alias("label"))
@@ -116,7 +116,7 @@ def frontier_figure(points: pl.DataFrame, *, highlight: list[str] | set[str] = (
                                                                          for t in fig.data[:-1])))
     y_range = band or _pad(drawn["accuracy"].to_list() or [0.0, 1.0])
     c_lo, c_hi = costs or ((min(drawn["cost_per_item_usd"]), max(drawn["cost_per_item_usd"])) if drawn.height else (1e-4, 1e-2))
-    x_range = (math.log10(c_lo) - 0.12, math.log10(c_hi) + 0.12)
+    x_range = cost_axis((c_lo, c_hi), budget)
     _labels(fig, drawn, list(highlight), x_range, y_range)
     oracle = drawn.filter(pl.col("kind") == "oracle")
     if oracle.height:
@@ -137,6 +137,15 @@ def frontier_figure(points: pl.DataFrame, *, highlight: list[str] | set[str] = (
         hoverlabel={"align": "left"},
     )
     return fig
+
+
+def cost_axis(costs: tuple[float, float], budget: float | None) -> tuple[float, float]:
+    """The log10 x-range: the cost range, widened to hold the budget (its line is always drawn, so a
+    zoom never leaves the legend naming a line that is off the chart), padded."""
+    lo, hi = costs
+    if budget is not None and budget > 0:
+        lo, hi = min(lo, budget), max(hi, budget)
+    return math.log10(lo) - 0.12, math.log10(hi) + 0.12
 
 
 def _pad(values: list[float]) -> tuple[float, float]:

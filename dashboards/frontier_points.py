@@ -1,6 +1,7 @@
 """Which frontier points the chart draws and where it looks: each method's best point plus the
 Pareto set (all operating points on demand), the contested accuracy band to zoom to, the log-dollar
-budget stops and the methods tied with the budget's winner. Streamlit-free, so tests call it."""
+budget stops, the zoom widened to the budget's winner and the methods tied with it, cheapest
+first. Streamlit-free, so tests call it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+
+from dashboards.charts import point_label
 
 BEST, ALL_POINTS = "Each method's best point and the Pareto set", "All operating points"
 VIEWS = [BEST, ALL_POINTS]
@@ -71,15 +74,55 @@ def budget_stops(points: pl.DataFrame, per_decade: int = 12) -> list[float]:
     return sorted({float(costs.min()), float(costs.max())} | {v for v in inner if costs.min() < v < costs.max()})
 
 
+def point_name(row: dict[str, Any]) -> str:
+    """A point's full name: its method's label, with its operating point unless that is `default`."""
+    op = "" if row["operating_point"] == "default" else f" @ {row['operating_point']}"
+    return point_label(row["study"], row["method"]) + op
+
+
+def zoom_window(points: pl.DataFrame, band: tuple[float, float] | None,
+                winner: dict[str, Any] | None) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(accuracy band, cost range) of the zoom: the band widened to hold the budget's winner (a zoom
+    must not hide the answer it is read for) and the cost range of the points inside it widened to
+    the winner's cost; (None, None) without a zoom."""
+    if band is None:
+        return None, None
+    if winner is not None:
+        acc, pad = winner["accuracy"], 0.1 * (band[1] - band[0])
+        band = (max(0.0, acc - pad) if acc < band[0] else band[0], min(1.0, acc + pad) if acc > band[1] else band[1])
+    costs = cost_range(points, band)
+    cost = winner["cost_per_item_usd"] if winner is not None else None
+    if costs is not None and cost is not None and cost > 0:
+        costs = (min(costs[0], cost), max(costs[1], cost))
+    return band, costs
+
+
+TIED_COLUMNS = ["study", "method", "operating_point", "accuracy", "cost_per_item_usd", "share_of_winner_cost"]
+
+
 def tied_with(points: pl.DataFrame, best: dict[str, Any], budget: float) -> pl.DataFrame:
-    """The other methods within budget whose best point's accuracy interval overlaps the winner's
-    (their difference is not resolved by these items): study, method, operating point, accuracy."""
-    lo = best.get("accuracy_ci_low")
-    if lo is None:
-        return points.head(0).select("study", "method", "operating_point", "accuracy")
+    """The other methods within budget with a point whose accuracy interval overlaps the winner's
+    (these items do not tell it apart from the winner), each by its cheapest such point, cheapest
+    first: study, method, operating point, accuracy, cost per item and that cost as a share of the
+    winner's (null when the winner costs nothing)."""
+    lo, cost = best.get("accuracy_ci_low"), best["cost_per_item_usd"]
+    share = (pl.col("cost_per_item_usd") / cost) if cost and cost > 0 else pl.lit(None, dtype=pl.Float64)
     fits = points.filter((pl.col("kind") != "oracle") & (pl.col("cost_per_item_usd") <= budget)
                          & ~((pl.col("study") == best["study"]) & (pl.col("method") == best["method"]))
-                         & (pl.col("accuracy_ci_high") >= lo))
-    return (fits.sort(["accuracy", "cost_per_item_usd"], descending=[True, False])
+                         & (pl.col("accuracy_ci_high") >= lo)) if lo is not None else points.head(0)
+    return (fits.sort(["cost_per_item_usd", "accuracy", "study", "method"], descending=[False, True, False, False])
             .unique(["study", "method"], keep="first", maintain_order=True)
-            .select("study", "method", "operating_point", "accuracy"))
+            .with_columns(share.alias("share_of_winner_cost")).select(TIED_COLUMNS))
+
+
+def cheapest_tie(tied: pl.DataFrame, best: dict[str, Any]) -> str | None:
+    """One sentence naming the cheapest option within the winner's interval, with its cost and its
+    share of the winner's; None when nothing is tied with the winner."""
+    if tied.is_empty():
+        return None
+    row = tied.row(0, named=True)
+    if row["share_of_winner_cost"] is None or row["share_of_winner_cost"] >= 1:
+        return (f"The winner is the cheapest option within its interval: the {tied.height} tied with it "
+                f"cost at least as much (from ${row['cost_per_item_usd']:.3g} per item).")
+    return (f"Cheapest within the winner's interval: {point_name(row)} at ${row['cost_per_item_usd']:.3g} per item, "
+            f"{100 * row['share_of_winner_cost']:.3g} % of the winner's cost.")

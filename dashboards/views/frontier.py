@@ -18,6 +18,7 @@ from dashboards.cached import (
     settings,
     show_chart,
     url_choice,
+    url_text,
 )
 
 p = project()
@@ -123,14 +124,15 @@ if steps:
                                    "at most this much per item; drawn as a line on the chart.")
     keep_in_url(budget=repr(budget))
 
-band = fp.contested_band(drawn) if zoom == "on" else None
+best = queries.best_under_budget(drawn, budget) if budget is not None else None
+band, cost_zoom = fp.zoom_window(drawn, fp.contested_band(drawn) if zoom == "on" else None, best)
 shown = view_line.frontier_view(  # what every download of this page records (first CSV line, figure title)
     dataset=dataset, split=split, verifier=verifier, deployable=(described or {}).get("deployable"),
     points="each method's best and the Pareto set" if view == fp.BEST else "every operating point",
     subset=subset if models else [], models=models, highlight=highlight, zoom=band, budget=budget,
     studies=studies if studies != here["study"] else None, solver_sets=solver_sets if solver_sets != here["solver_set"] else None)
 figure = frontier_chart.frontier_figure(drawn, highlight=highlight, title=view_line.title(shown), band=band,
-                                        costs=fp.cost_range(drawn, band), budget=budget)
+                                        costs=cost_zoom, budget=budget)
 show_chart(figure, "frontier_chart", f"frontier_{dataset}")
 zero_cost = drawn.filter(pl.col("cost_per_item_usd") <= 0).height
 hidden = fp.outside(drawn, band)
@@ -151,39 +153,35 @@ st.caption(
 
 st.subheader("Best method under the budget")
 if budget is not None:
-    best = queries.best_under_budget(drawn, budget)
     if best is None:
         st.caption("No point is that cheap.")
     else:
-        name = charts.point_label(best["study"], best["method"])
-        full = name + ("" if best["operating_point"] == "default" else f" @ {best['operating_point']}")
+        full = fp.point_name(best)
         lo, hi = best["accuracy_ci_low"], best["accuracy_ci_high"]
         b1, b2, b3 = st.columns([2, 1, 1])
-        b1.metric("Best under budget", full, help=full)
+        # the name as wrapping text, not a metric (a metric cuts a long name off with an ellipsis)
+        b1.markdown(f"**Best under budget**\n\n{url_text(full)}")
         b2.metric("Its accuracy", f"{best['accuracy']:.2%}",
                   help="95 % item-level bootstrap interval below (none when the study wrote no item outcomes).")
         b3.metric("Its cost per item", f"${best['cost_per_item_usd']:.3g}")
         st.caption(f"Accuracy interval: {'(none: no item-level outcomes)' if lo is None else f'[{lo:.2%}, {hi:.2%}]'}; "
-                   f"cost interval: {charts.interval_text(best, 'cost', '.3g')}. `{full}`, study `{best['study']}`, kind `{best['kind']}`.")
+                   f"cost interval: {charts.interval_text(best, 'cost', '.3g')}. Study `{best['study']}`, kind `{best['kind']}`.")
         tied = fp.tied_with(every, best, budget)
         if tied.height:
-            st.markdown(f"**Tied within their intervals** ({tied.height}): their accuracy intervals overlap the winner's, "
-                        "so these items do not tell them apart:")
-            st.dataframe(tied.with_columns(pl.col("accuracy").map_elements(lambda v: f"{v:.2%}", return_dtype=pl.String)),
-                         hide_index=True, key="tied_table", height=min(36 * (tied.height + 1) + 3, 250))
+            st.markdown(f"**Tied within their intervals** ({tied.height}), cheapest first: each method's cheapest point "
+                        "within budget whose accuracy interval overlaps the winner's, so these items do not tell it apart from the winner. "
+                        + fp.cheapest_tie(tied, best))
+            st.dataframe(tied.with_columns(pl.col("accuracy", "share_of_winner_cost") * 100), hide_index=True, key="tied_table",
+                         height=min(36 * (tied.height + 1) + 3, 250),
+                         column_config={"accuracy": st.column_config.NumberColumn(format="%.2f%%"),
+                                        "cost_per_item_usd": st.column_config.NumberColumn("cost per item (US$)", format="$%.3g"),
+                                        "share_of_winner_cost": st.column_config.NumberColumn("of the winner's cost", format="%.3g%%")})
 
 # ---------------------------------------------------------------------------------------------
 st.subheader("By domain and difficulty")
 scored = p.query("outcome_points").filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
 scored_keys = {(s, m, op) for s, m, op in scored.select("study", "method", "operating_point").iter_rows()}
-
-
-def point_name(row: dict) -> str:
-    op = "" if row["operating_point"] == "default" else f" @ {row['operating_point']}"
-    return charts.point_label(row["study"], row["method"]) + op
-
-
-candidates = {point_name(r): r for r in drawn.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).iter_rows(named=True)
+candidates = {fp.point_name(r): r for r in drawn.sort(["accuracy", "cost_per_item_usd"], descending=[True, False]).iter_rows(named=True)
               if (r["study"], r["method"], r["operating_point"]) in scored_keys}
 if not candidates:
     st.caption(f"No point shown has item-level outcomes on `{dataset}` ({split}): nothing to break down.")
@@ -192,9 +190,9 @@ else:
     picked = [next(n for n, r in candidates.items() if charts.point_label(r["study"], r["method"]) == h)
               for h in highlight if any(charts.point_label(r["study"], r["method"]) == h for r in candidates.values())]
     if not picked:
-        winner = queries.best_under_budget(drawn, budget) if budget is not None else None
+        winner = best
         singles = [n for n, r in candidates.items() if r["kind"] == "single"]
-        picked = ([point_name(winner)] if winner and point_name(winner) in candidates else []) + singles[:1]
+        picked = ([fp.point_name(winner)] if winner and fp.point_name(winner) in candidates else []) + singles[:1]
     default_points = list(dict.fromkeys(picked))
     follow_default("slice_points", default_points)  # a new highlight or budget moves the default, not a pick
     url_choice("slice_points", list(candidates), default_points, multi=True)

@@ -233,7 +233,7 @@ TABLES = {
     "credit_table": ({"mean_credit", "positive_share", "agent"}, set()),
     "slices_table": ({"items", "A − B accuracy"}, set()),
     "frontier_slices_table": ({"point", "items", "accuracy low", "cost low"}, set()),
-    "tied_table": ({"study", "method", "operating_point", "accuracy"}, {"kind", "split"}),
+    "tied_table": ({"study", "method", "operating_point", "accuracy", "cost_per_item_usd"}, {"kind", "split"}),
 }
 
 

@@ -154,3 +154,72 @@ def test_another_studys_colour_is_never_one_of_the_projects() -> None:
 
     fixed = set(STUDY_COLORS.values())
     assert all(study_colors([f"s{k}"])[f"s{k}"].lower() not in fixed for k in range(200))
+
+
+def tie_table() -> pl.DataFrame:
+    """A winner (coordinator/best, 0.96 [0.94, 0.98], $1e-3), a method tied at a sixth of its cost by a
+    cheap operating point (its dearer one is more accurate), a tie dearer than it, one out of its
+    interval, one over budget and the oracle."""
+    rows = [("coordinator", "best", "default", "study", 0.96, 0.94, 0.98, 1e-3),
+            ("routers", "cascade", "tau=0.9", "study", 0.955, 0.935, 0.975, 8e-4),
+            ("routers", "cascade", "tau=0.5", "study", 0.95, 0.93, 0.97, 1e-3 / 6),
+            ("market", "auction", "default", "study", 0.945, 0.92, 0.97, 9e-4),
+            ("baselines", "always-C", "default", "single", 0.60, 0.55, 0.65, 1e-5),
+            ("redref", "ref", "B=2", "study", 0.97, 0.95, 0.99, 5e-3),
+            ("baselines", "oracle", "default", "oracle", 0.99, 0.98, 1.0, 2e-4)]
+    return pl.DataFrame(rows, orient="row", schema=["study", "method", "operating_point", "kind", "accuracy",
+                                                     "accuracy_ci_low", "accuracy_ci_high", "cost_per_item_usd"])
+
+
+def test_the_tied_options_carry_their_cost_cheapest_first_and_the_cheapest_is_named() -> None:
+    from dashboards.queries import best_under_budget
+
+    points = tie_table()
+    best = best_under_budget(points, 2e-3)
+    assert (best["study"], best["method"]) == ("coordinator", "best")
+    tied = fp.tied_with(points, best, 2e-3)
+    assert tied.columns == ["study", "method", "operating_point", "accuracy", "cost_per_item_usd", "share_of_winner_cost"]
+    # each other method once, by its cheapest tied point; out of the interval, over budget and the oracle left out
+    assert tied.select("method", "operating_point").rows() == [("cascade", "tau=0.5"), ("auction", "default")]
+    assert tied["cost_per_item_usd"].to_list() == sorted(tied["cost_per_item_usd"].to_list())
+    assert tied["share_of_winner_cost"][0] == pytest.approx(1 / 6)
+    assert fp.cheapest_tie(tied, best) == ("Cheapest within the winner's interval: routers/cascade @ tau=0.5 at $0.000167 "
+                                           "per item, 16.7 % of the winner's cost.")
+
+
+def test_a_winner_cheaper_than_every_tie_is_named_the_cheapest() -> None:
+    cheap = pl.col("method") == "best"  # the winner at $1e-5, below every tie
+    points = tie_table().with_columns(pl.when(cheap).then(1e-5).otherwise(pl.col("cost_per_item_usd")).alias("cost_per_item_usd"))
+    best = points.row(0, named=True)
+    tied = fp.tied_with(points, best, 2e-3)
+    assert tied["method"].to_list() == ["cascade", "auction"]
+    assert fp.cheapest_tie(tied, best).startswith("The winner is the cheapest option within its interval: the 2 tied")
+    assert fp.cheapest_tie(tied.head(0), best) is None
+    no_interval = {**best, "accuracy_ci_low": None}
+    assert fp.tied_with(points, no_interval, 2e-3).is_empty()
+
+
+def test_the_zoom_holds_the_budget_and_the_winner() -> None:
+    from dashboards.frontier_chart import cost_axis
+
+    points = crowd()
+    shown = fp.best_and_pareto(points)
+    band = fp.contested_band(shown)
+    costs = fp.cost_range(shown, band)
+    budget = costs[0] / 5  # cheaper than anything in the contested band: this zoom alone would cut its line off
+    lo, hi = cost_axis(costs, budget)
+    assert lo <= math.log10(budget) <= hi and lo < math.log10(costs[0]) and hi > math.log10(costs[1])
+    assert cost_axis(costs, costs[1] * 10)[1] > math.log10(costs[1] * 10)
+    assert cost_axis(costs, None) == (math.log10(costs[0]) - 0.12, math.log10(costs[1]) + 0.12)
+    # the budget's winner below the band (always-B, 84.5 % at $3e-4): the zoom widens to it
+    winner = shown.filter(pl.col("method") == "always-B").row(0, named=True)
+    assert winner["accuracy"] < band[0]
+    zoomed, zoomed_costs = fp.zoom_window(shown, band, winner)
+    assert zoomed[0] < winner["accuracy"] and zoomed[1] == band[1]
+    assert zoomed_costs[0] <= winner["cost_per_item_usd"] <= zoomed_costs[1]
+    assert fp.zoom_window(shown, band, None) == (band, costs)
+    assert fp.zoom_window(shown, None, winner) == (None, None)
+    fig = frontier_figure(shown, band=zoomed, costs=zoomed_costs, budget=budget)
+    x_lo, x_hi = fig.layout.xaxis.range
+    assert x_lo <= math.log10(budget) <= x_hi  # the budget line is on the chart, not just in the legend
+    assert zoomed[0] <= fig.layout.yaxis.range[0] <= winner["accuracy"]

@@ -44,6 +44,13 @@ BEST_SQL = """SELECT study, method, operating_point, accuracy, cost_per_item_usd
               ORDER BY accuracy DESC, cost_per_item_usd, study, method LIMIT 1"""
 
 
+def winner_shown(at) -> str:
+    """The full name under "Best under budget" (wrapping text, not a metric that cuts it off)."""
+    found = [m.value for m in at.markdown if m.value.startswith("**Best under budget**")]
+    assert found, "no 'Best under budget'"
+    return found[0].split("\n\n", 1)[1].strip("`")
+
+
 @pytest.mark.parametrize("rank", [0, 3, -1])  # the cheapest stop, one in between, the most expensive
 def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project: Path, rank: int) -> None:  # noqa: F811
     at = open_page(app, "frontier")
@@ -61,7 +68,7 @@ def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project:
     assert not at.exception
     best = sql(synthetic_project, BEST_SQL, d="synthetic", b=budget).row(0, named=True)
     name = best["method"] if best["study"] == "baselines" else f"{best['study']}/{best['method']}"
-    shown = metric(at, "Best under budget")
+    shown = winner_shown(at)
     assert shown == name or shown.startswith(f"{name} @ ")
     assert metric(at, "Its accuracy") == f"{best['accuracy']:.2%}"
     assert metric(at, "Its cost per item") == f"${best['cost_per_item_usd']:.3g}"
@@ -77,6 +84,14 @@ def test_budget_slider_names_the_best_method_duckdb_does(app, synthetic_project:
     if tied.height:
         table = frame(at, "tied_table")
         assert sorted(zip(table["study"], table["method"], strict=True)) == sorted(tied.iter_rows())
+        costs = table["cost_per_item_usd"].to_list()
+        assert costs == sorted(costs)  # cheapest first, with the cost shown
+        note = next(m.value for m in at.markdown if m.value.startswith("**Tied within their intervals**"))
+        cheapest = table.iloc[0]
+        if cheapest["cost_per_item_usd"] < best["cost_per_item_usd"]:
+            assert "Cheapest within the winner's interval: " in note and f"at ${cheapest['cost_per_item_usd']:.3g} per item" in note
+        else:
+            assert "The winner is the cheapest option within its interval" in note
 
 
 def test_budget_slider_follows_the_dataset(app, synthetic_project: Path) -> None:
@@ -85,7 +100,7 @@ def test_budget_slider_follows_the_dataset(app, synthetic_project: Path) -> None
     assert not at.exception
     budget = sql(synthetic_project, "SELECT max(cost_per_item_usd) AS b FROM frontier WHERE dataset = $d", d=ENV_DATASET)["b"][0]
     best = sql(synthetic_project, BEST_SQL, d=ENV_DATASET, b=budget).row(0, named=True)
-    assert metric(at, "Best under budget") == f"{ENV_STUDY}/{best['method']}"
+    assert winner_shown(at) == f"{ENV_STUDY}/{best['method']}"
     assert f"{ENV_DATASET} · test split" in at.title[0].value
     assert int(metric(at, "Points shown")) == sql(synthetic_project, "SELECT count(*) n FROM frontier WHERE dataset = $d", d=ENV_DATASET)["n"][0]
     assert not [m for m in at.metric if m.label == "Oracle accuracy"]  # this task has no oracle
