@@ -1,8 +1,10 @@
 """The Frontier page's solver picker: which models take part. The singles of the chosen solvers,
 every cascade, router or study point whose `solver_set` lies within them, and the oracle recomputed
 on them from the singles' item-level outcomes (results/outcomes/baselines.parquet). With many models
-(42 in the many-model benchmarks) the default subset is the singles' own Pareto set plus the best
-single, so the first view stays readable. Streamlit-free, so tests call the same code."""
+(42 in the many-model benchmarks) the default subset is the solvers the headline rests on: those of
+the Pareto set over every solver and of each method's best point, so the first view drops the
+solvers no answer needs and keeps the answer (the budget winner is the one with every solver).
+Streamlit-free, so tests call the same code."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from delegation_lab.evaluation.params import IntervalParams
 from delegation_lab.evaluation.statistics import ItemBootstrap
 from delegation_lab.frontier.build import pareto_mask
 from delegation_lab.frontier.baselines import oracle_items
+from dashboards.frontier_points import point_name
 
-MANY = 8  # more solvers than this: the default subset is the singles' Pareto set and the best single
+MANY = 8  # more solvers than this: the default subset is the solvers of the front and of each method's best point
 
 
 def solvers(points: pl.DataFrame) -> list[str]:
@@ -23,14 +26,41 @@ def solvers(points: pl.DataFrame) -> list[str]:
 
 
 def default_subset(points: pl.DataFrame) -> list[str]:
-    """Every solver when there are few; else the singles on their own Pareto front plus the most
-    accurate single (the cheaper of ties)."""
-    singles = points.filter(pl.col("kind") == "single").sort(["cost_per_item_usd", "accuracy"], descending=[False, True])
-    if singles.height <= MANY:
+    """Every solver when there are few; else the solvers `default_reasons` names."""
+    if len(solvers(points)) <= MANY:
         return solvers(points)
-    front = pareto_mask(singles["cost_per_item_usd"].to_numpy(), singles["accuracy"].to_numpy())
-    best = singles.sort(["accuracy", "cost_per_item_usd"], descending=[True, False])["solver_set"][0]
-    return sorted(set(singles.filter(pl.Series(front))["solver_set"].to_list()) | {best})
+    return sorted(default_reasons(points))
+
+
+def default_reasons(points: pl.DataFrame) -> dict[str, list[str]]:
+    """solver -> the points that put it in the many-model default subset: every point of the Pareto
+    set over all solvers (equal points alike, so the budget's winner, always on that front, stays
+    whatever its tie-break), and each method's most accurate point (the cheaper of ties) so that
+    every study keeps its best; the baselines' methods are one per solver or pair, so there each
+    kind (single, cascade) counts as one method. Random mixtures and oracles count only on the front
+    (an oracle never: the page recomputes it); points naming no solver cannot be kept by any subset."""
+    usable = points.filter((pl.col("kind") != "oracle") & (pl.col("solver_set").fill_null("") != ""))
+    if usable.is_empty():
+        return {}
+    front = pareto_mask(usable["cost_per_item_usd"].to_numpy(), usable["accuracy"].to_numpy())
+    front_values = set(usable.filter(pl.Series(front)).select("cost_per_item_usd", "accuracy").iter_rows())
+    on_front = usable.filter(pl.Series([v in front_values for v in usable.select("cost_per_item_usd", "accuracy").iter_rows()]))
+    method = pl.when(pl.col("study") == "baselines").then(pl.col("kind")).otherwise(pl.col("method"))
+    best = (usable.filter(pl.col("kind") != "mixture").with_columns(method.alias("_method"))
+            .sort(["accuracy", "cost_per_item_usd", "study", "method"], descending=[True, False, False, False])
+            .unique(["study", "_method"], keep="first", maintain_order=True))
+    reasons: dict[str, list[str]] = {}
+    for why, rows in (("on the Pareto set over all solvers", on_front), ("best point of its method", best)):
+        for row in rows.iter_rows(named=True):
+            for solver in row["solver_set"].split(","):
+                reasons.setdefault(solver, []).append(f"{point_name(row)} ({why})")
+    return reasons
+
+
+def reasons_text(reasons: dict[str, list[str]]) -> str:
+    """The caption line: each solver and the first point that puts it in (how many more)."""
+    return "; ".join(f"`{s}`: {why[0]}" + (f" and {len(why) - 1} more" if len(why) > 1 else "")
+                     for s, why in sorted(reasons.items()))
 
 
 def within(points: pl.DataFrame, subset: list[str]) -> pl.DataFrame:

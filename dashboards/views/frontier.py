@@ -69,7 +69,9 @@ if models:  # the solvers taking part: singles, points within them, the oracle r
         f"Solvers taking part ({len(models)})", models, key="models",
         help="Singles of these solvers, the cascades, routers and study points whose solver set lies within them, and "
              "the oracle recomputed on them from the singles' item-level outcomes. "
-             + (f"Default with more than {solver_subset.MANY} solvers: the singles' Pareto set and the best single."
+             + (f"Default with more than {solver_subset.MANY} solvers: those of the Pareto set over all solvers and of each "
+                "method's best point (the baselines': the best single and the best cascade), so the budget's winner is the one "
+                "with every solver; the caption says why each is in."
                 if len(models) > solver_subset.MANY else "Default: every solver."))
     keep_in_url(models=subset if sorted(subset) != sorted(default_models) else None)
     if not subset:
@@ -87,6 +89,9 @@ if models:  # the solvers taking part: singles, points within them, the oracle r
         subset_note = (f" Solvers: {len(subset)} of {len(models)}; {outside_subset} point(s) that use another solver (or name none) "
                        "are left out, and the oracle is recomputed on the chosen solvers"
                        + ("." if oracle_row else " — except that their singles wrote no item-level outcomes, so no oracle is drawn."))
+        if sorted(subset) == sorted(default_models):
+            subset_note += (" The default solvers, each with the point that puts it in (the Pareto set over all solvers, "
+                            "each method's best point): " + solver_subset.reasons_text(solver_subset.default_reasons(pool)) + ".")
 every, study_oracles = queries.chart_points(points)
 labels = sorted({charts.point_label(s, m) for s, m in every.filter(pl.col("kind") != "mixture").select("study", "method").iter_rows()})
 c5, c6, c7 = st.columns([3, 2, 1])

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dashboards import solver_subset
+from dashboards import frontier_points, queries, solver_subset
 from delegation_lab.params.root import FrontierParams
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.evaluation.params import IntervalParams
@@ -64,12 +64,62 @@ def frontier_rows(singles: list[tuple[str, float, float]], extra: list[tuple[str
     return pl.DataFrame(rows)
 
 
-def test_default_subset_is_every_solver_when_few_else_the_singles_front_and_the_best() -> None:
+def test_default_subset_is_every_solver_when_few_else_the_front_and_the_best() -> None:
     few = frontier_rows([("a", 0.5, 1.0), ("b", 0.9, 2.0), ("c", 0.4, 3.0)])
     assert solver_subset.default_subset(few) == ["a", "b", "c"]
     # 12 singles: s00..s09 dominated (expensive, weak), cheap c1 and strong best on the front; tie on accuracy: cheaper wins
     many = frontier_rows([(f"s{k:02d}", 0.3, 5.0 + k) for k in range(10)] + [("cheap", 0.5, 0.1), ("best", 0.95, 2.0), ("twin", 0.95, 3.0)])
     assert solver_subset.default_subset(many) == ["best", "cheap"]
+
+
+def many_model_frontier() -> pl.DataFrame:
+    """14 singles; a cascade of two dominated singles (x, y) on the front, as the 42-model headline
+    cascade is; a router over three dominated singles, off the front but its study's best; a point
+    that ties the cascade exactly and wins the budget's tie-break (study `abc` sorts first) though
+    the front's `pareto_mask` keeps only the first of equals; a mixture and an oracle."""
+    singles = [("mini", 0.90, 0.0001), ("big", 0.97, 0.0016), ("mid", 0.93, 0.0004), ("x", 0.70, 0.00012),
+               ("y", 0.80, 0.0009), ("r1", 0.60, 0.0005), ("r2", 0.62, 0.0006), ("r3", 0.64, 0.0007),
+               ("p", 0.50, 0.0003), ("q", 0.55, 0.0002)] + [(f"s{k}", 0.40, 0.001 + k * 1e-4) for k in range(4)]
+    rows = frontier_rows(singles).with_columns(pl.lit(None, dtype=pl.String).alias("verifier"))
+    extra = [("baselines", "cascade:x>y", "default", "cascade", 0.96, 0.00025, "x,y"),
+             ("abc", "m", "tie", "study", 0.96, 0.00025, "p,q"),
+             ("abc", "m", "hi", "study", 0.965, 0.01, "big"),
+             ("routers", "knn", "tau=0.5", "study", 0.935, 0.0008, "r1,r2,r3"),
+             ("routers", "knn", "tau=0.9", "study", 0.92, 0.0009, "r1,r2,r3"),
+             ("baselines", "mixture:s0+s1", "p=0.5", "mixture", 0.40, 0.00105, "s0,s1"),
+             ("baselines", "oracle", "default", "oracle", 0.99, 0.00005, ",".join(s for s, _, _ in singles))]
+    return pl.concat([rows, pl.DataFrame([dict(zip(["study", "method", "operating_point", "kind", "accuracy", "cost_per_item_usd",
+                                                    "solver_set"], e)) for e in extra]).with_columns(
+        pl.lit(None, dtype=pl.String).alias("verifier"))], how="vertical")
+
+
+def drawn(points: pl.DataFrame) -> pl.DataFrame:
+    """What the Frontier page draws by default: each method's best and the Pareto set, front recomputed."""
+    return frontier_points.best_and_pareto(queries.with_pareto(points))
+
+
+def test_many_model_default_keeps_the_front_each_methods_best_and_the_budget_winner() -> None:
+    points = many_model_frontier()
+    chosen = solver_subset.default_subset(points)
+    assert {"x", "y", "r1", "r2", "r3", "p", "q", "mini", "big"} <= set(chosen)  # cascade, router, tie, front, best
+    assert not {"s0", "s1", "s2", "s3"} & set(chosen)  # nothing rests on them: the subset stays small
+    kept = solver_subset.within(points, chosen)
+    assert {"cascade:x>y", "knn"} <= set(kept["method"])
+    everything, default = drawn(points), drawn(kept)
+    assert "knn" in set(default["method"])  # the router's best point stays on the default view
+    # both views of the page: each method's best and the front, and every operating point
+    for ours_view, their_view in ((default, everything), (queries.with_pareto(kept), queries.with_pareto(points))):
+        for budget in queries.budget_steps(their_view):
+            ours, theirs = queries.best_under_budget(ours_view, budget), queries.best_under_budget(their_view, budget)
+            assert (ours and frontier_points.point_name(ours)) == (theirs and frontier_points.point_name(theirs)), budget
+    assert frontier_points.point_name(queries.best_under_budget(everything, 0.0003)) == "cascade:x>y"
+    assert frontier_points.point_name(queries.best_under_budget(points, 0.0003)) == "abc/m @ tie"  # the tie-break case is live
+    # the singles' own front and best (the former default) lose the cascade: its budget winner is a single
+    singles_front = solver_subset.within(points, ["big", "mid", "mini"])
+    assert queries.best_under_budget(drawn(singles_front), 0.0003)["method"] == "always-mini"
+    why = solver_subset.default_reasons(points)
+    assert any("cascade:x>y" in r and "Pareto" in r for r in why["x"]) and any("knn" in r for r in why["r1"])
+    assert "`r2`: routers/knn @ tau=0.5 (best point of its method)" in solver_subset.reasons_text(why)
 
 
 def test_within_keeps_points_whose_solvers_are_all_chosen() -> None:
