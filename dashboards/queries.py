@@ -17,8 +17,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from delegation_lab.frontier.build import pareto_mask
-from delegation_lab.frontier.verifiers import deployable_note
+from delegation_lab.frontier.build import method_key, pareto_mask
+from delegation_lab.frontier.verifiers import RESTS_ON_VERIFIER, deployable_note
 from delegation_lab.reporting.paper import read_all
 
 NONE_LABEL = "(none)"  # how a NULL dataset / solver set / split shows in a filter
@@ -166,7 +166,7 @@ def verifier_notes(points: dict[str, dict[str, Any]], summary: dict[str, Any]) -
     for name, row in points.items():
         kind = (methods.get(frontier_key(row["study"], row["method"], row.get("verifier"), main)) or {}).get("kind")
         d = described.get(row.get("verifier")) or {}
-        if d.get("deployable") is False and deployable_note(kind, False, None) != "—":
+        if d.get("deployable") is False and kind in RESTS_ON_VERIFIER:
             resting.setdefault(row["verifier"], []).append(name)
     return [f"{' and '.join(names)} rest{'s' if len(names) == 1 else ''} on the verifier `{verifier}`: "
             f"{described[verifier].get('not_deployable') or 'not deployable'} — no deployment could run it."
@@ -241,8 +241,8 @@ def frontier_methods_table(summary: dict[str, Any], keys: set[str] | None = None
 def frontier_key(study: str, method: str, verifier: str | None = None, main_verifier: str | None = None) -> str:
     """The key metrics/frontier.json files a (study, method) under: under a verifier other than the
     main one (and the oracle's), with `[<verifier>]` after it."""
-    key = method if study == "baselines" else f"{study}/{method}"
-    return key if main_verifier is None or verifier in (None, main_verifier, "oracle") else f"{key} [{verifier}]"
+    # the frontier's own naming (`method_key`); no verifier, or no main one, names the plain key
+    return method_key(study, method, verifier if verifier and main_verifier else main_verifier, main_verifier)
 
 
 def main_verifier(summary: dict[str, Any]) -> str | None:
