@@ -19,6 +19,8 @@ import polars as pl
 
 from delegation_lab.frontier.build import method_key, pareto_mask
 from delegation_lab.frontier.verifiers import RESTS_ON_VERIFIER, deployable_note
+from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.store import read_trajectory_points
 from delegation_lab.reporting.paper import read_all
 
 NONE_LABEL = "(none)"  # how a NULL dataset / solver set / split shows in a filter
@@ -449,13 +451,13 @@ def trajectory_methods(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
     return _values(con, "SELECT DISTINCT method FROM trajectories WHERE study = $study ORDER BY method", {"study": study})
 
 
-def trajectory_keys(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, frozenset[int]]]:
-    """Per study, per trajectory partition (method), the seeds its files hold: what a link into
-    Trajectories is checked against (`links.point_link`)."""
-    keys: dict[str, dict[str, set[int]]] = {}
-    for study, method, seed in con.sql("SELECT DISTINCT study, method, seed FROM trajectories WHERE study IS NOT NULL").fetchall():
-        keys.setdefault(study, {}).setdefault(method, set()).add(int(seed))
-    return {study: {m: frozenset(s) for m, s in methods.items()} for study, methods in keys.items()}
+def trajectory_points(con: duckdb.DuckDBPyConnection, root: str) -> dict[tuple[str, str, str, int], str]:
+    """(study, method, operating point, seed) -> the trajectory partition holding that point's steps,
+    as each study wrote it beside its partitions (`store.read_trajectory_points`), kept only where
+    the trajectory files hold that partition at that seed: what links into Trajectories use."""
+    on_disk = set(con.sql("SELECT DISTINCT study, method, seed FROM trajectories WHERE study IS NOT NULL").fetchall())
+    return {key: partition for key, partition in read_trajectory_points(Layout(Path(root))).items()
+            if (key[0], partition, key[3]) in on_disk}
 
 
 def trajectory_seeds(con: duckdb.DuckDBPyConnection, study: str, method: str | None = None) -> list[int]:

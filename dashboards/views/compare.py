@@ -94,16 +94,16 @@ st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
            "A link opens the item on the Trajectories page at exactly that method, operating point and the seed that "
            "shows its side of the disagreement (its first seed right on the item where it is right more often, wrong "
-           "where it is wrong more often); a point whose trajectory files hold no partition with that seed (a baseline, "
-           "a fixed order, an operating point no study wrote steps for) has no link.")
-partitions = p.query("trajectory_keys")
+           "where it is wrong more often): the partition its study wrote, beside its steps, as holding that point at "
+           "that seed. A point whose study wrote no steps for it at that seed (a baseline, a fixed order) has no link.")
+held = p.query("trajectory_points", root=str(p.root))
 
 
 def link_column(who: dict, rows: pl.DataFrame, side: str) -> pl.Series:
     """Per disagreement, the link to `who`'s steps on that item at the seed that disagreed, or None
-    when the trajectory files hold no partition of that point with that seed."""
+    when the study wrote no steps of that point at that seed."""
     seeds = paired.disagreeing_seeds(rows, result.disagreements, side)
-    urls = [None if seed is None else links.point_link(who["study"], who["method"], who["operating_point"], seed, item, partitions)
+    urls = [None if seed is None else links.point_link(who["study"], who["method"], who["operating_point"], seed, item, held)
             for item, seed in zip(result.disagreements["item_id"].to_list(), seeds, strict=True)]
     return pl.Series(urls, dtype=pl.String)
 

@@ -35,10 +35,13 @@ c1, c2, c3 = st.columns([2, 2, 1])
 url_choice("study", studies, studies[0])
 study = c1.selectbox("Study", studies, key="study")
 methods = p.query("trajectory_methods", study=study)
+held = p.query("trajectory_points", root=str(p.root))
 if "method" not in st.session_state and "method" in st.query_params:
-    # a link names a point (method, operating point); its steps are in the study's own partition
+    # a link names a partition, or a point (method, operating point): the study wrote which partition holds it
     asked, point = st.query_params["method"], st.query_params.get("op", links.DEFAULT_POINT)
-    found = links.trajectory_method(asked, point, methods) if study == st.query_params.get("study") else None
+    found = None
+    if study == st.query_params.get("study"):
+        found = asked if asked in methods and point == links.DEFAULT_POINT else links.partition_of(study, asked, point, held)
     if found is None:
         shown = asked + ("" if point == links.DEFAULT_POINT else f" @ {point}")
         unknown_note("method", [shown], f"{ALL} (every method of {study})")
@@ -50,6 +53,11 @@ seeds = p.query("trajectory_seeds", study=study, method=method_f)
 url_choice("seed", [ALL, *seeds], ALL, cast=int)
 seed = c3.selectbox("Seed", [ALL, *seeds], key="seed")
 seed_f = None if seed == ALL else int(seed)
+if method_f is not None:
+    holds = links.point_of(study, method_f, held)
+    st.caption(f"Partition `{method_f}` holds the steps of the point **{holds[0]}"
+               + ("" if holds[1] == links.DEFAULT_POINT else f" @ {holds[1]}") + "**, as its study wrote beside them."
+               if holds else f"Partition `{method_f}`: steps of no reported point (a run of the study's own analysis).")
 
 with st.expander(f"Action codes of `{study}`"):
     st.table([{"action": code, "meaning": meaning} for code, meaning in action_legend(study)])

@@ -116,7 +116,7 @@ def build_project(root: Path) -> Path:
                             "correct": right, "cost_usd": cost, "reward": float(right) - 100 * cost,
                             "calls": 1 if step != 3 else 2, "extra": {"q": round(0.1 * step, 1), "episode": episode},
                         })
-                writer.add(method, seed, rows)
+                writer.add(method, seed, rows, (method, "default"))  # the steps of the point its outcomes name
                 held_out = []  # item-level outcomes on test: the frontier's intervals and the compare page
                 for item in items["test"]:
                     solver = "A" if method == "dqn_map" and int(item.item_id[2:]) % 3 == 0 else "BC"[(m + seed + int(item.item_id[2:])) % 2]

@@ -1,6 +1,7 @@
 """Links into Trajectories (dashboards/links.py): built and parsed in one place, round-trip for every
-study's way of naming methods and operating points; each point resolves to its own trajectory
-partition or to none, never to another method's; a stale URL value gets a notice and the defaults."""
+study's way of naming methods and operating points; each point resolves to the partition its study
+wrote as holding it (points.json beside the steps) or to none, never to another method's; a stale
+URL value gets a notice and the defaults."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from dashboards.links import StepsKey, parse_steps, steps_url, trajectory_method
+from dashboards.links import StepsKey, parse_steps, partition_of, point_link, point_of, steps_url
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.store import TrajectoryWriter
 
@@ -55,22 +56,25 @@ def test_a_bad_seed_is_an_error_naming_it() -> None:
     assert parse_steps({"study": "s"}) is None
 
 
-def test_every_point_resolves_to_its_own_partition() -> None:
-    by_study: dict[str, list[str]] = {}
-    for study, _, _, partition in POINTS:
-        by_study.setdefault(study, []).append(partition)
-    by_study["redref"].append("sim.cached")  # another tag's method must not catch `cached.*`
+def test_every_point_resolves_to_the_partition_its_study_wrote() -> None:
+    held = {(study, method, point, seed): partition for study, method, point, partition in POINTS for seed in (0, 2)}
     for study, method, point, partition in POINTS:
-        assert trajectory_method(method, point, by_study[study]) == partition, (study, method, point)
+        assert partition_of(study, method, point, held) == partition, (study, method, point)
+        assert partition_of(study, method, point, held, seed=2) == partition
+        assert partition_of(study, method, point, held, seed=1) is None  # no steps at that seed
+        assert point_of(study, partition, held) == (method, point)
+        key = parse_steps(parse_qs(urlsplit(point_link(study, method, point, 2, "it", held)).query))
+        assert key == StepsKey(study, partition, "default", 2, "it")
+        assert point_link(study, method, point, 1, "it", held) is None
 
 
 def test_an_unknown_point_resolves_to_nothing() -> None:
-    have = ["management.dqn_map.lambda10", "management.dqn_map.lambda100", "best_single.solver_A"]
-    assert trajectory_method("management.dqn_map", "lambda=1", have) is None
-    assert trajectory_method("management.dqn_map", "default", have) is None  # only named points exist
-    assert trajectory_method("learned_cascade", "tau=0.3", have) is None
-    assert trajectory_method("dqn_map", "default", ["dqn_map.x", "a.dqn_map"]) == "a.dqn_map"
-    assert trajectory_method("map", "default", ["dqn_map"]) is None
+    held = {("coordinator", "management.dqn_map", "lambda=10", 0): "management.dqn_map.lambda10"}
+    assert partition_of("coordinator", "management.dqn_map", "lambda=1", held) is None
+    assert partition_of("coordinator", "management.dqn_map", "default", held) is None
+    assert partition_of("routers", "management.dqn_map", "lambda=10", held) is None  # another study's
+    assert point_of("coordinator", "management.dqn_map", held) is None  # a partition name is not a point
+    assert point_link("coordinator", "management.fixed_order", "A>B", 0, None, held) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,18 +82,19 @@ def test_an_unknown_point_resolves_to_nothing() -> None:
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
-PARTITIONS = ["management.dqn_map.lambda10", "management.dqn_map.lambda100", "best_single.solver_A"]
+PARTITIONS = {"management.dqn_map.lambda10": ("management.dqn_map", "lambda=10"),  # partition -> the point it holds
+              "management.dqn_map.lambda100": ("management.dqn_map", "lambda=100"), "best_single.solver_A": None}
 
 
 @pytest.fixture(scope="module")
 def steps_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("links") / "p"
     with TrajectoryWriter(Layout(root), "coordinator") as writer:
-        for method in PARTITIONS:
+        for method, point in PARTITIONS.items():
             for seed in (0, 3):
                 writer.add(method, seed, [{"episode": e, "step": 0, "split": "test", "item_id": f"it{e}", "action": "A",
                                            "executors": ["A"], "correct": True, "cost_usd": 0.01, "reward": 1.0,
-                                           "calls": 1, "extra": None} for e in range(3)])
+                                           "calls": 1, "extra": None} for e in range(3)], point)
     return root
 
 
@@ -171,7 +176,8 @@ def links_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
             for seed in seeds:  # each step says which point it belongs to: the test's ground truth
                 writer.add(partition, seed, [{"episode": e, "step": 0, "split": "test", "item_id": f"te{e:03d}", "action": "A",
                                               "executors": ["A"], "correct": True, "cost_usd": 0.01, "reward": 1.0, "calls": 1,
-                                              "extra": {"method": method, "operating_point": point}} for e in range(3)])
+                                              "extra": {"method": method, "operating_point": point}} for e in range(3)],
+                           (method, point))
     points = [point for point, _ in WRITTEN.values()] + NO_STEPS
     for method, point in points:
         for seed in (0, 1):
@@ -189,16 +195,15 @@ def test_every_outcome_point_links_to_its_own_steps_or_not_at_all(links_project:
     import json
 
     from dashboards import queries
-    from dashboards.links import point_link
     from delegation_lab.pipeline.store import connect
 
     con = connect(Layout(links_project))
-    partitions = queries.trajectory_keys(con)
+    held = queries.trajectory_points(con, str(links_project))
     keys = con.sql("SELECT DISTINCT study, method, operating_point, seed FROM outcomes ORDER BY ALL").fetchall()
     assert {s for s, *_ in keys} >= {"management", COORDINATOR, "baselines"}
     linked = set()
     for study, method, point, seed in keys:
-        url = point_link(study, method, point, seed, "te001", partitions)
+        url = point_link(study, method, point, seed, "te001", held)
         if study == COORDINATOR:
             holder = next((p for p, (of, seeds) in WRITTEN.items() if of == (method, point) and seed in seeds), None)
         else:  # the synthetic study writes one partition per method, at its default point
@@ -260,3 +265,48 @@ def test_compare_links_open_the_disagreeing_seed_and_none_for_a_point_without_st
     for url, seed in zip(table["follow A"].tolist(), expected, strict=True):
         key = parse_steps(parse_qs(urlsplit(url).query))
         assert (key.study, key.method, key.seed) == ("management", "random", seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# The same on every study, reproduced: the whole smoke DAG and the DAG on a replayed folder
+
+NO_STEPS_BY_DESIGN = ("fixed_order",)  # the coordinator's fixed orders are baselines: outcomes, no steps
+
+
+@pytest.mark.parametrize("dag", ["smoke_dag", "replayed_dag"])
+def test_every_outcome_point_of_a_reproduced_dag_links_to_its_own_steps(dag: str, request: pytest.FixtureRequest) -> None:
+    """Every outcome point of every study: the link opens the partition its study wrote as holding
+    that point, which exists at that seed and visited only that point's test items; a point without
+    a link is one its study wrote no steps for (a study without trajectories, a fixed order, a seed
+    it did not record while another seed of the point has steps)."""
+    from dashboards import queries
+    from delegation_lab.pipeline.store import connect, read_trajectory_points
+
+    project, _ = request.getfixturevalue(dag)
+    layout = Layout(project)
+    con = connect(layout)
+    held = queries.trajectory_points(con, str(project))
+    assert held == read_trajectory_points(layout)  # every partition a study named exists at its seeds
+    keys = con.sql("SELECT DISTINCT study, method, operating_point, seed FROM outcomes ORDER BY ALL").fetchall()
+    assert set(held) <= set(keys)  # and holds a point the study reported
+    with_steps = {s for (s,) in con.sql("SELECT DISTINCT study FROM trajectories").fetchall()}
+    linked_points = {k[:3] for k in held}
+    linked = 0
+    for study, method, point, seed in keys:
+        url = point_link(study, method, point, seed, "x", held)
+        if url is None:
+            assert (study not in with_steps or method.endswith(NO_STEPS_BY_DESIGN)
+                    or (study, method, point) in linked_points), f"{dag}: {study}/{method} @ {point} seed {seed} has no link"
+            continue
+        key = parse_steps(parse_qs(urlsplit(url).query))
+        assert (key.study, key.seed, key.item) == (study, seed, "x")
+        assert any((project / "results" / "trajectories" / f"study={study}" / f"method={key.method}" / f"seed={seed}").glob("*.parquet"))
+        visited = con.sql("SELECT DISTINCT item_id FROM trajectories WHERE study = $s AND method = $m AND seed = $k "
+                          "AND split = 'test' AND item_id IS NOT NULL", params={"s": study, "m": key.method, "k": seed}).fetchall()
+        scored = con.sql("SELECT DISTINCT item_id FROM outcomes WHERE study = $s AND method = $m AND operating_point = $o "
+                         "AND seed = $k", params={"s": study, "m": method, "o": point, "k": seed}).fetchall()
+        assert set(visited) <= set(scored), f"{dag}: {key.method} visited test items {study}/{method} @ {point} did not score"
+        linked += 1
+    studies_linked = {k[0] for k in held}
+    assert studies_linked >= with_steps & {s for s, *_ in keys}, "a study with steps and outcomes links none of its points"
+    assert linked == len(held)

@@ -401,17 +401,18 @@ def trajectory_frame(run: MethodRun, lane: int, which: str, episode_offset: int 
 # ------------------------------------------------------------------------------------- curves
 
 
-def trajectory_parts(runs: list[MethodRun], episodes: int) -> Iterator[tuple[str, int, pl.DataFrame]]:
-    """(method name, seed, frame) of every environment step of every learned and fixed policy (not
-    the fixed orders: baselines without trajectories), per run and lane the train episodes, then the
-    test split's (numbered after the `episodes` train episodes)."""
+def trajectory_parts(runs: list[MethodRun], episodes: int) -> Iterator[tuple[str, int, pl.DataFrame, tuple[str, str]]]:
+    """(partition, seed, frame, the summary rows' point) of every environment step of every learned
+    and fixed policy (not the fixed orders: baselines without trajectories), per run and lane the
+    train episodes, then the test split's (numbered after the `episodes` train episodes)."""
     for run in runs:
         if run.train.record is None:
             continue
         for which, offset in (("train", 0), ("test", episodes)):
             lookups = trajectory_lookups(run, which)
             for lane in range(run.lanes):
-                yield run.names[lane], int(run.seeds[lane]), trajectory_frame(run, lane, which, offset, lookups)
+                yield (run.names[lane], int(run.seeds[lane]), trajectory_frame(run, lane, which, offset, lookups),
+                       (f"{run.study}.{run.method}", run.operating_point(lane)))
 
 
 def curve_tables(runs: list[MethodRun], study: str) -> dict[str, pl.DataFrame]:

@@ -15,6 +15,7 @@ from delegation_lab.credit.plots import write_figures
 from delegation_lab.credit.replay_check import replay_check
 from delegation_lab.credit.report import (
     long_run_metrics,
+    operating_point,
     outcome_rows,
     study_metrics,
     summary_rows,
@@ -29,12 +30,12 @@ from delegation_lab.pipeline.torch_runtime import resolve_device
 from delegation_lab.tracking.tracker import metric_names
 
 
-def trajectories(study: StudyOutcome, params: Any) -> Iterator[tuple[str, int, pl.DataFrame]]:
+def trajectories(study: StudyOutcome, params: Any) -> Iterator[tuple[str, int, pl.DataFrame, tuple[str, str]]]:
     for m in study.methods:
         frames = test_frames(m, study) if params.trajectories.test else []
         frames += train_frames(m, study) if params.trajectories.train_every else []
         for seed, frame in frames:
-            yield m.spec.name, seed, frame
+            yield m.spec.name, seed, frame, (m.spec.name, operating_point(m))
 
 
 class CreditStudy:

@@ -251,6 +251,12 @@ def long_run_metrics(params: CreditParams, intervals: IntervalParams | None = No
 # ----------------------------------------------------------------------------------- summaries
 
 
+def operating_point(m: Any) -> str:
+    """A method's operating point in its summary and outcome rows: its p where the spec sets one."""
+    pv = method_p(m.spec)
+    return "default" if m.spec.name in ("sharp", "no_shapley") or pv is None else f"p={pv:g}"
+
+
 def summary_rows(study: StudyOutcome, run_ids: dict[tuple[str, int], str | None]) -> list[dict[str, Any]]:
     """Per method x seed: the held-out row (for the frontier) and the late-training row beside it."""
     p = study.params
@@ -260,8 +266,7 @@ def summary_rows(study: StudyOutcome, run_ids: dict[tuple[str, int], str | None]
     for m in study.methods:
         per = m.eval.per_seed
         c = m.train.curves
-        pv = method_p(m.spec)
-        op = "default" if m.spec.name in ("sharp", "no_shapley") or pv is None else f"p={pv:g}"
+        op = operating_point(m)
         for s, seed in enumerate(m.train.seeds):
             common = {"study": "credit", "method": m.spec.name, "seed": seed, "operating_point": op,
                       "dataset": DATASET, "solver_set": "planner,worker" if m.spec.team else "single",
@@ -284,8 +289,7 @@ def outcome_rows(study: StudyOutcome) -> pl.DataFrame:
     ids = [item_id("test", t) for t in range(study.eval_set.n)]
     parts = []
     for m in study.methods:
-        pv = method_p(m.spec)
-        op = "default" if m.spec.name in ("sharp", "no_shapley") or pv is None else f"p={pv:g}"
+        op = operating_point(m)
         for s, seed in enumerate(m.train.seeds):
             n = len(ids)
             parts.append(pl.DataFrame({

@@ -80,12 +80,13 @@ class MargentStudy:
             with ctx.phase("replicates"):
                 metrics.update(replicated(ctx.stage, got.metrics))
 
-        def trajectories() -> Iterator[tuple[str, int, pl.DataFrame]]:
+        def trajectories() -> Iterator[tuple]:
             yield "collection", margent.collect.seed, report.collection_rows(collection)
             for method in got.methods:
                 name = method.name if method.name != "margent" else f"margent-{method.operating_point.replace('=', '')}"
+                point = None if method.name == report.ORACLE else (method.name, method.operating_point)  # no summary row
                 for k, seed in enumerate(method.seeds):
-                    yield name, seed, report.walk_rows(got.test, method, k)
+                    yield name, seed, report.walk_rows(got.test, method, k), point
 
         def figures() -> list[Path]:
             from delegation_lab.margent.analysis import by_difficulty

@@ -47,7 +47,7 @@ class MarketStudy:
 
         return StudyResult(
             metrics=metrics, parent_metrics=parent_metrics, finish=finish,
-            trajectories=((m, s, f) for (m, s), f in {**chain.trajectories, **answers.trajectories}.items()),
+            trajectories=((m, s, f, answers.points.get(m)) for (m, s), f in {**chain.trajectories, **answers.trajectories}.items()),
             summaries=lambda ids: (summary_rows(answers.worlds, ids, dataset, inputs.solvers) if answers.worlds
                                    else pl.DataFrame(schema=SUMMARY_SCHEMA)),
             outcomes=outcome_rows(answers.worlds, dataset),

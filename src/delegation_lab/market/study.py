@@ -95,7 +95,8 @@ def operating_point(multiple: float | None) -> str:
 @dataclass
 class SweepResult:
     worlds: list[WorldResult]
-    trajectories: dict[tuple[str, int], object]  # (method, seed) -> polars frame
+    trajectories: dict[tuple[str, int], object]  # (partition, seed) -> polars frame
+    points: dict[str, tuple[str, str]] = field(default_factory=dict)  # partition -> the summary rows' (method, operating point)
     seconds: dict[str, float] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)
 
@@ -103,6 +104,7 @@ class SweepResult:
         """Append another part (e.g. the next bidder's markets) in order."""
         self.worlds += other.worlds
         self.trajectories.update(other.trajectories)
+        self.points.update(other.points)
         self.seconds.update(other.seconds)
         self.rounds.update(other.rounds)
 
@@ -431,7 +433,9 @@ def _answers_bidder(params: MarketParams, matrices: dict[str, SplitMatrix], n_bu
     places = [f"solve{j + 1}" for j in range(domain.n_places)]
     for w, frame in recorder.frames(domain.agent_names, places).items():
         cell = domain.cells[w]
-        out.trajectories[(f"{cell.protocol}-{bidder}@{operating_point(cell.multiple)}", cell.seed)] = frame
+        method, point = f"{cell.protocol}-{bidder}", operating_point(cell.multiple)  # as summary_rows names it
+        out.trajectories[(f"{method}@{point}", cell.seed)] = frame
+        out.points[f"{method}@{point}"] = (method, point)
     out.rounds[f"answers/{bidder}"] = total
     return out
 

@@ -4,6 +4,11 @@ Trajectories: one row per decision step, hive-partitioned as
 `results/trajectories/study=<s>/method=<m>/seed=<k>/part-<n>.parquet`. A study rewrites its whole
 partition: rows go to a staging folder first, and only a completed write replaces the old
 partition, so readers never see old and new rows mixed, and a failed run leaves the old one intact.
+
+A partition holding the steps of one outcome point says so: `add(..., point=(method, operating
+point))` as the study's summaries and outcomes name it, and the commit writes
+`study=<s>/points.json` (partition -> that point and the seeds written) with the partitions. A link
+from a point to its steps reads that file (`read_trajectory_points`), never the partition's name.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import duckdb
 import polars as pl
 
 from delegation_lab.errors import InputError
-from delegation_lab.pipeline.layout import Layout
+from delegation_lab.pipeline.layout import TRAJECTORY_POINTS, Layout
 from delegation_lab.pipeline.schemas import RUN_INDEX_SCHEMA, SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 from delegation_lab.pipeline.tables import conform, write_parquet_atomic
 from delegation_lab.pipeline.views import empty_view, has_columns, view_layout
@@ -48,6 +53,8 @@ class TrajectoryWriter:
         self._buffers: dict[tuple[str, int], list[pl.DataFrame]] = defaultdict(list)
         self._buffered: dict[tuple[str, int], int] = defaultdict(int)
         self._parts: dict[tuple[str, int], int] = defaultdict(int)
+        self._points: dict[str, tuple[str, str]] = {}  # partition -> the outcome point it holds
+        self._holders: dict[tuple[tuple[str, str], int], str] = {}  # (point, seed) -> its one partition
         self.rows_written = 0
 
     def __enter__(self) -> TrajectoryWriter:
@@ -60,8 +67,19 @@ class TrajectoryWriter:
         else:
             shutil.rmtree(self.staging.parent, ignore_errors=True)
 
-    def add(self, method: str, seed: int, rows: pl.DataFrame | Iterable[Mapping[str, Any]]) -> None:
+    def add(self, method: str, seed: int, rows: pl.DataFrame | Iterable[Mapping[str, Any]],
+            point: tuple[str, str] | None = None) -> None:
+        """Buffer steps of partition `method` at `seed`; `point`: the outcome point (method,
+        operating point, as the summaries name it) whose steps these are, None for steps of no point."""
         key = (_check_name("method", method), int(seed))
+        if point is not None:
+            point = (str(point[0]), str(point[1]))
+            if self._points.setdefault(method, point) != point:
+                raise InputError(f"trajectories of {self.study}/{method}: the partition holds {self._points[method]}, "
+                                 f"not also {point}: one partition per outcome point")
+            if self._holders.setdefault((point, key[1]), method) != method:
+                raise InputError(f"trajectories of {self.study}: {point} at seed {key[1]} is in partition "
+                                 f"{self._holders[(point, key[1])]!r}, not also in {method!r}")
         frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(list(rows), infer_schema_length=None)
         if frame.is_empty():
             return
@@ -96,6 +114,7 @@ class TrajectoryWriter:
         """Flush everything and swap the staged partition in for the study's old one."""
         for key in list(self._buffers):
             self._flush(key)
+        (self.staging / TRAJECTORY_POINTS).write_text(json.dumps(self.points(), indent=1, sort_keys=True) + "\n")
         final = self.root / f"study={self.study}"
         trash = self.root / f".trash-{self.study}-{uuid.uuid4().hex[:8]}"
         if final.exists():
@@ -104,6 +123,32 @@ class TrajectoryWriter:
         shutil.rmtree(self.staging.parent, ignore_errors=True)
         shutil.rmtree(trash, ignore_errors=True)
         return final
+
+
+    def points(self) -> dict[str, dict[str, Any]]:
+        """partition -> {method, operating_point, seeds}: the partitions written that hold an outcome point."""
+        seeds: dict[str, list[int]] = defaultdict(list)
+        for method, seed in sorted(self._parts):
+            seeds[method].append(seed)
+        return {m: {"method": p[0], "operating_point": p[1], "seeds": seeds[m]}
+                for m, p in sorted(self._points.items()) if seeds.get(m)}
+
+
+def read_trajectory_points(layout: Layout) -> dict[tuple[str, str, str, int], str]:
+    """(study, method, operating point, seed) -> the trajectory partition holding that point's steps
+    at that seed, from every study's `points.json`; a study that wrote none links nothing."""
+    found: dict[tuple[str, str, str, int], str] = {}
+    root = layout.trajectories_dir
+    for path in sorted(root.glob(f"study=*/{TRAJECTORY_POINTS}")) if root.is_dir() else []:
+        study = path.parent.name.removeprefix("study=")
+        try:
+            points = json.loads(path.read_text())
+            for partition, p in points.items():
+                for seed in p["seeds"]:
+                    found[(study, p["method"], p["operating_point"], int(seed))] = partition
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise InputError(f"{path}: not a partition -> {{method, operating_point, seeds}} map ({e})") from None
+    return found
 
 
 def write_summaries(layout: Layout, study: str, rows: pl.DataFrame | list[dict[str, Any]]) -> Path:

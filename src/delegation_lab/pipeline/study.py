@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 
+from delegation_lab.errors import InputError
 from delegation_lab.evaluation.outcomes import write_outcomes
 from delegation_lab.pipeline.stage import StageContext
 from delegation_lab.pipeline.store import TrajectoryWriter, write_summaries
@@ -151,7 +152,9 @@ class StudyResult:
     """Everything a study stage writes. `summaries` may be a function of the child runs' ids."""
 
     metrics: dict[str, Any]  # metrics/<study>.json
-    trajectories: Iterable[tuple[str, int, pl.DataFrame]] = ()  # (method, seed, frame), written lazily
+    # (partition, seed, frame[, point]), written lazily; point = (method, operating point) of the
+    # summary rows whose steps these are (the links into Trajectories), left out for steps of no point
+    trajectories: Iterable[tuple[str, int, pl.DataFrame] | tuple[str, int, pl.DataFrame, tuple[str, str]]] = ()
     summaries: Frame | Callable[[RunIds], Frame] | None = None  # results/summaries/<study>.parquet
     outcomes: Frame | Callable[[RunIds], Frame] | None = None  # results/outcomes/<study>.parquet
     figures: Callable[[], Iterable[Path | tuple[Path, str | None]] | None] | None = None  # writes plots/...; returns what to log
@@ -184,6 +187,18 @@ def _frame(value: Frame | Callable[[RunIds], Frame], ids: RunIds) -> Frame:
     return value(ids) if callable(value) else value
 
 
+def check_points(study: str, points: Mapping[str, Mapping[str, Any]], summaries: Frame) -> None:
+    """Every point a trajectory partition says it holds is a summary row at each of its seeds: a link
+    from a point to its steps cannot name a point the study did not report (InputError)."""
+    rows = summaries.to_dicts() if isinstance(summaries, pl.DataFrame) else summaries
+    reported = {(r["method"], r["operating_point"], int(r["seed"])) for r in rows}
+    for partition, p in points.items():
+        missing = [s for s in p["seeds"] if (p["method"], p["operating_point"], int(s)) not in reported]
+        if missing:
+            raise InputError(f"trajectories of {study}/{partition}: hold ({p['method']!r}, {p['operating_point']!r}) "
+                             f"at seed(s) {missing}, which no summary row of {study} reports")
+
+
 def write_study(ctx: StudyContext, study_name: str, result: StudyResult) -> dict[str, Any]:
     """Write `result` (see the module docstring for the order); the metrics written."""
     layout, names = ctx.stage.layout, dict(result.phase_names)
@@ -193,8 +208,8 @@ def write_study(ctx: StudyContext, study_name: str, result: StudyResult) -> dict
 
     ctx.children.submit(result.children)
     with phase("trajectories"), TrajectoryWriter(layout, study_name, flush_rows=result.flush_rows) as writer:
-        for method, seed, frame in result.trajectories:
-            writer.add(method, seed, frame)
+        for method, seed, frame, *point in result.trajectories:
+            writer.add(method, seed, frame, point[0] if point else None)
     rows = writer.rows_written  # every row, once the writer has committed
     logged: list[Path | tuple[Path, str | None]] = []
     if result.figures is not None:
@@ -204,7 +219,9 @@ def write_study(ctx: StudyContext, study_name: str, result: StudyResult) -> dict
         ids = ctx.children.run_ids()
     with phase("summaries"):
         if result.summaries is not None:
-            write_summaries(layout, study_name, _frame(result.summaries, ids))
+            summaries = _frame(result.summaries, ids)
+            check_points(study_name, writer.points(), summaries)
+            write_summaries(layout, study_name, summaries)
         if result.outcomes is not None:
             write_outcomes(layout, study_name, _frame(result.outcomes, ids))
     if result.finish is not None:

@@ -195,8 +195,9 @@ def cached_singles(inputs: ex.CachedInputs) -> dict[str, tuple[float, float]]:
 
 
 def trajectories(world: ex.World, simulated: dict[str, tuple[dict, np.ndarray]], cached: CachedSetup | None,
-                 cached_out: dict, p: RedrefParams) -> Iterator[tuple[str, int, pl.DataFrame]]:
-    """(method, seed, steps) of every simulated and cached run that logs its steps."""
+                 cached_out: dict, p: RedrefParams) -> Iterator[tuple]:
+    """(partition, seed, steps[, point]) of every simulated and cached run that logs its steps; a
+    cached run's steps name their summary rows' point, the simulated ones have none."""
     for tag, (outcomes, seq) in simulated.items():
         for method, out in outcomes.items():
             frame = split_steps(out, world.zoo, world.pool, seq, p.zoo.usd_per_mtok)
@@ -211,4 +212,5 @@ def trajectories(world: ex.World, simulated: dict[str, tuple[dict, np.ndarray]],
     for method, out in cached_out.items():
         frame = cached_steps(out, inputs.arms.solvers, inputs.item_ids, inputs.splits, seq, len(points), budgets)
         for (seed, point), part in frame.partition_by(["seed", "point"], as_dict=True).items():
-            yield f"cached.{method}.{points[point][0].replace('B=', 'b')}", seed, part.drop("seed", "point")
+            op = points[point][0]  # as cached_summary names the point
+            yield f"cached.{method}.{op.replace('B=', 'b')}", seed, part.drop("seed", "point"), (method, op)

@@ -81,7 +81,7 @@ class RoutersStudy:
         return StudyResult(
             metrics=metrics, parent_tags={"embedding": data.embedder, "verifier": verifier.name},
             children=child_runs(run, params, dataset, verifier.name),
-            trajectories=((method_slug(p.router, p.operating_point), p.seed, trajectory_frame(run, p))
+            trajectories=((method_slug(p.router, p.operating_point), p.seed, trajectory_frame(run, p), (p.router, p.operating_point))
                           for p in run.points if p.split == "test"),
             figures=files, summaries=lambda ids: summary_rows(run, dataset, verifier.name, ids),
             outcomes=outcome_frame(run, dataset, verifier.name), finish=finish, report=report,
