@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from delegation_lab.frontier.build import method_key, pareto_mask
+from delegation_lab.frontier import verifiers
 from delegation_lab.frontier.verifiers import RESTS_ON_VERIFIER, deployable_note
 from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.store import read_trajectory_points
@@ -248,10 +249,8 @@ def frontier_key(study: str, method: str, verifier: str | None = None, main_veri
 
 
 def main_verifier(summary: dict[str, Any]) -> str | None:
-    """The name of the verifier the studies ran under (metrics/frontier.json `verifier`, else the
-    `verifiers` entry whose role is main); None when the file names neither."""
-    named = (summary.get("verifier") or {}).get("name")
-    return named or next((n for n, d in (summary.get("verifiers") or {}).items() if d.get("role") == "main"), None)
+    """The name of the verifier the studies ran under (`frontier.verifiers.main_verifier`)."""
+    return (verifiers.main_verifier(summary) or {}).get("name")
 
 
 # ---------------------------------------------------------------------------------------------

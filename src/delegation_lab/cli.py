@@ -477,15 +477,13 @@ def _frontier_markdown(summary: dict, wanted: set[str], markdown_table) -> str:
     """The frontier table's Markdown (frontier-table); KeyError / TypeError on a file of another shape.
     A compared verifier's rows end `[<its compare name>]`; its singles and mixtures, the main set's
     again (they take no accept decision), are left out."""
-    from delegation_lab.frontier.verifiers import ORACLE, deployable_note, verifier_summary
+    from delegation_lab.frontier.verifiers import ORACLE, deployable_note, main_verifier, verifier_summary
 
     def interval(ci: list[float] | None, fmt: str) -> str:
         return "—" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
-    sets = summary.get("verifiers") or {}
-    # the main verifier: the stage's `verifier` block, else the set frontier_with_outcomes marks main
-    main = summary.get("verifier") or next((d for d in sets.values() if d.get("role") == "main"), {"name": "?"})
-    sets = sets or {main["name"]: main}
+    main = main_verifier(summary) or {"name": "?"}
+    sets = summary.get("verifiers") or {main["name"]: main}
     short = {name: d["compare_name"] for name, d in sets.items() if d.get("compare_name")}
     rows = []
     for name, m in sorted(summary["methods"].items(), key=lambda kv: (-kv[1]["best_accuracy"], kv[1]["best_accuracy_cost_per_item_usd"])):

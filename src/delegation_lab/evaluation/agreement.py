@@ -89,7 +89,7 @@ def labelled_answers(layout: Layout, labels: pl.DataFrame) -> pl.DataFrame:
     gold and format."""
     answers = pl.concat([read_table(layout.answers(s), f"answers of solver {s}") for s in labels["solver"].unique().sort()],
                         how="vertical_relaxed")
-    # a cache that brought correctness only (no text) or counted no tokens: nulls, which `_check` refuses
+    # a cache that brought correctness only (no text) or counted no tokens: nulls, which `check_models` refuses
     # where a final answer is needed
     answers = answers.with_columns(pl.lit(None, dtype=ANSWERS_SCHEMA[c]).alias(c) for c in ANSWER_COLUMNS if c not in answers.columns)
     items = read_items(layout)
@@ -106,7 +106,7 @@ def from_answers(params: VerifierParams, answers: pl.DataFrame, matcher: str = A
     """The verifier over `answers` (one row per solver x item: solver, item_id, correct, parsed_answer,
     answer_text, error, cost_usd, extra, split, gold, choices, answer_format), compared with the label
     stage's `matcher` and `settings` (default: its defaults)."""
-    _check(answers, params.models)
+    check_models(answers, params.models)
     models = tuple(params.models)
     verdicts = agreement_verdicts(answers, models, params.min_agree, matcher, settings or MatchSettings())
     costs = {m: dict(answers.filter(pl.col("solver") == m).select("item_id", "cost_usd").iter_rows()) for m in models}
@@ -141,9 +141,9 @@ def pairwise_agreement(answers: pl.DataFrame, models: tuple[str, ...], matcher: 
         same[key] = {}
         if row["error"] is not None:
             continue
-        name = _matcher(row, matcher)
+        name = matcher_of(row, matcher)
         for m in models:
-            ref = _reference(refs[(m, row["item_id"])], name) if m != row["solver"] else None
+            ref = reference_answer(refs[(m, row["item_id"])], name) if m != row["solver"] else None
             if ref is not None:
                 pairs.setdefault(name, []).append((key, m, ToMatch(row["parsed_answer"], row["answer_text"], ref)))
     for name, group in pairs.items():
@@ -153,7 +153,7 @@ def pairwise_agreement(answers: pl.DataFrame, models: tuple[str, ...], matcher: 
     return same
 
 
-def _matcher(row: dict, declared: str) -> str:
+def matcher_of(row: dict, declared: str) -> str:
     """The matcher the label stage uses for this item (an item without gold: numeric, or choice)."""
     declared = row["answer_format"] or declared
     if row["gold"] is None:
@@ -161,7 +161,7 @@ def _matcher(row: dict, declared: str) -> str:
     return matcher_for(declared, row["gold"], row["choices"] is not None)
 
 
-def _reference(row: dict, matcher: str) -> str | None:
+def reference_answer(row: dict, matcher: str) -> str | None:
     """A verifier model's final answer, in the place the matcher puts gold; None when it has none."""
     if row["error"] is not None:
         return None
@@ -171,8 +171,9 @@ def _reference(row: dict, matcher: str) -> str | None:
     return row["parsed_answer"]
 
 
-def _check(answers: pl.DataFrame, models: list[str]) -> None:
-    """Refuse models that are not solvers, solvers whose caches hold no answer text, and gaps."""
+def check_models(answers: pl.DataFrame, models: list[str], kind: str = "agreement") -> None:
+    """Refuse models that are not solvers, solvers whose caches hold no answer text, and gaps (the
+    messages name `evaluation.verifier.kind` `kind`, the verifier reading those answers)."""
     solvers = answers["solver"].unique().sort().to_list()
     unknown = [m for m in models if m not in solvers]
     if unknown:
@@ -182,7 +183,7 @@ def _check(answers: pl.DataFrame, models: list[str]) -> None:
     no_text = (answers.group_by("solver").agg(textless.all().alias("none"), pl.col("extra").first(), pl.len().alias("n"))
                .filter(pl.col("none")).sort("solver"))
     if no_text.height:
-        raise InputError(_no_text_message(no_text))
+        raise InputError(_no_text_message(no_text, kind))
     items = answers["item_id"].unique()
     for m in models:
         missing = items.filter(~items.is_in(answers.filter(pl.col("solver") == m)["item_id"]))
@@ -191,12 +192,12 @@ def _check(answers: pl.DataFrame, models: list[str]) -> None:
                              f"(e.g. {missing.sort()[0]!r}): a verifier model must answer every item")
 
 
-def _no_text_message(no_text: pl.DataFrame) -> str:
+def _no_text_message(no_text: pl.DataFrame, kind: str) -> str:
     """One line: the first solver without any final answer, its answers file and its cache."""
     row = no_text.row(0, named=True)
     source = (json.loads(row["extra"]) if row["extra"] else {}).get("replay_source_file")
     where = str(Layout(Path(".")).answers(row["solver"])) + (f"; its cache {source} has no reply text" if source else "")
     others = f" ({no_text.height} such solvers: {', '.join(no_text['solver'])})" if no_text.height > 1 else ""
-    return (f"evaluation.verifier.kind agreement compares final answers, but solver {row['solver']!r} has none: "
+    return (f"evaluation.verifier.kind {kind} compares final answers, but solver {row['solver']!r} has none: "
             f"`parsed_answer` and `answer_text` are empty in all {row['n']} of its answers ({where}): use kind judge, "
             f"or solvers whose cache holds their replies{others}")

@@ -32,11 +32,11 @@ import polars as pl
 from delegation_lab.errors import ConfigError, InputError
 from delegation_lab.evaluation.agreement import (
     AgreementVerifier,
-    _check,
-    _matcher,
-    _reference,
+    check_models,
     labelled_answers,
+    matcher_of,
     pairwise_agreement,
+    reference_answer,
 )
 from delegation_lab.evaluation.params import VerifierParams
 from delegation_lab.evaluation.rates import error_rates
@@ -83,7 +83,7 @@ def answer_features(answers: pl.DataFrame, item_ids: list[str], solvers: list[st
     same = pairwise_agreement(answers, models, matcher, settings or MatchSettings()) if models else {}
     for row in answers.iter_rows(named=True):
         i, j = row_of[row["item_id"]], col_of[row["solver"]]
-        final = row["error"] is None and _reference(row, _matcher(row, matcher)) is not None
+        final = row["error"] is None and reference_answer(row, matcher_of(row, matcher)) is not None
         tokens = row["tokens_out"]
         own[i, j] = (float(final), math.log1p(len(row["answer_text"] or "")), math.log1p(tokens or 0), float(tokens is not None))
         found = same.get((row["solver"], row["item_id"]), {})
@@ -104,7 +104,7 @@ def project_answer_features(root: Path, item_ids: list[str], solvers: list[str],
     label = load_params(layout.params_file).label
     answers = labelled_answers(layout, read_table(layout.labels, "labels"))
     if models:
-        _check(answers.filter(pl.col("item_id").is_in(item_ids)), list(models))
+        check_models(answers.filter(pl.col("item_id").is_in(item_ids)), list(models), "learned")
     return answer_features(answers, item_ids, solvers, models, label.matcher,
                            MatchSettings(label.numeric_tolerance, label.math_timeout_s))
 
@@ -261,7 +261,7 @@ def from_answers(params: VerifierParams, answers: pl.DataFrame, matcher: str = A
                  embeddings: pl.DataFrame | None = None) -> LearnedVerifier:
     """The verifier over `answers` (`agreement.from_answers`' columns; `tokens_out` optional), its scorer
     fitted on the rows of split `train`; `embeddings` (item_id, vector) when `params.question_embedding`."""
-    _check(answers, params.models)
+    check_models(answers, params.models, "learned")
     models = tuple(params.models)
     items = answers["item_id"].unique().sort().to_list()
     solvers = answers["solver"].unique().sort().to_list()

@@ -124,3 +124,13 @@ def verifier_summary(described: dict, split: str) -> str:
     if rates.get("false_positive_rate") is not None and rates.get("false_negative_rate") is not None:
         said.append(f"FP {rates['false_positive_rate']:.3f} / FN {rates['false_negative_rate']:.3f} on {split}")
     return described["name"] + (f" ({', '.join(said)})" if said else "")
+
+
+def main_verifier(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The description of the verifier the studies ran under, in a metrics/frontier.json: its
+    `verifier` block, else the `verifiers` entry whose role is main; None when it names neither."""
+    named = summary.get("verifier")
+    if named and named.get("name"):
+        return dict(named)
+    sets = summary.get("verifiers") or {}
+    return next((dict(d, name=d.get("name", n)) for n, d in sets.items() if d.get("role") == "main"), None)
