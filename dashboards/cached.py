@@ -222,7 +222,8 @@ def show_chart(fig: Any, key: str, name: str, view: dict[str, Any] | None = None
         fig.update_layout(title={"text": text, "x": 0.01},
                           margin={"t": (fig.layout.margin.t or 30) + 20 * (text.count("<br>") + 1)})
     fmt = st.session_state.get("download_format", "svg")
-    st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt))
+    export = (fig.layout.meta or {}).get("export_width") if isinstance(fig.layout.meta, dict) else None
+    st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt, export, fig.layout.height))
 
 
 @dataclass(frozen=True)

@@ -269,6 +269,10 @@ def paper_figure(table: pl.DataFrame) -> go.Figure:
     return fig
 
 
-def plot_config(name: str, fmt: str = "svg") -> dict:
-    """Plotly's config: the camera button downloads the figure as `fmt` (svg or png) named `name`."""
-    return {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1}}
+def plot_config(name: str, fmt: str = "svg", width: int | None = None, height: float | None = None) -> dict:
+    """Plotly's config: the camera button downloads the figure as `fmt` (svg or png) named `name`; at
+    `width` x `height` pixels when given (a figure laid out for a size exports at that size, whatever
+    the window: nothing in it is cut off), else at the size shown."""
+    size = {"width": width, "height": height} if width and height else {}
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1, **size}}

@@ -1,7 +1,11 @@
 """The frontier chart: cost per item (log) vs accuracy, one legend entry per method grouped under
 its study, a colour per study fixed by its name (the same in every project), labelled single models,
 highlighted methods each in their own ring style, labels placed so they never overlap, tick labels
-on both axes whatever the range, the Pareto front, the oracle and the budget as lines."""
+on both axes whatever the range, the Pareto front, the oracle and the budget as lines.
+
+The legend sits below the plot and the figure is made tall enough to hold all of it: the plot keeps
+the page's full width whatever the number of methods (at 42 models a legend beside it took half),
+and no entry is cut off or scrolled away, on the page or in an exported image."""
 
 from __future__ import annotations
 
@@ -23,7 +27,13 @@ STUDY_SYMBOLS = ["circle", "diamond", "pentagon", "hexagon", "cross", "x", "tria
                  "hourglass", "bowtie", "triangle-left", "triangle-right", "star-square", "circle-cross"]
 RINGS = [("circle-open", "#000000"), ("square-open", "#d62728"), ("diamond-open", "#1f77b4"),
          ("triangle-up-open", "#2ca02c"), ("hexagon-open", "#9467bd"), ("star-open", "#ff7f0e")]
-WIDTH_PX, HEIGHT_PX = 1100, 560  # the plot area the label placer assumes (the chart stretches to the page)
+# The plot area the label placer and the legend layout assume: no wider than a wide-layout page gives
+# the chart in a 1280 px window beside the sidebar (the browser test measures it); a wider page only
+# spreads labels and legend columns further apart.
+WIDTH_PX, HEIGHT_PX = 640, 560
+EXPORT_WIDTH_PX = 1200  # an exported image's width (at least WIDTH_PX: nothing in it overlaps)
+LEGEND_LINE_PX, GROUP_GAP_PX, LEGEND_GAP_PX = 20, 10, 16  # a legend line (12 px text); between groups; above the legend
+AXIS_PX = 70  # below the plot: the tick labels and the x-axis title
 CHAR_PX, LINE_PX = 6.6, 14  # an 11 px label's glyph width and line height
 POSITIONS = {  # textposition -> (dx, dy) of the label box's centre from the marker, in units of (box w/2 + 7, box h/2 + 7);
     # diagonal first: clear of the point's own error bars
@@ -127,16 +137,36 @@ def frontier_figure(points: pl.DataFrame, *, highlight: list[str] | set[str] = (
                                  line={"color": "#e76f51", "width": 2}, hoverinfo="skip", legendrank=2))
     ticks = dollar_ticks([10 ** x_range[0], 10 ** x_range[1]])
     span = y_range[1] - y_range[0]
+    top = 30 + 20 * (title.count("<br>") + 1) if title else 30
+    legends, legend_px = legend_layout(fig, top)
     fig.update_layout(
-        height=HEIGHT_PX + 100, margin={"l": 10, "r": 10, "t": 30 + 20 * (title.count("<br>") + 1) if title else 30, "b": 10},
+        height=top + HEIGHT_PX + AXIS_PX + legend_px,
+        margin={"l": 80, "r": 10, "t": top, "b": AXIS_PX + legend_px, "autoexpand": False},  # the legends below fit: none pushes
         title={"text": title, "x": 0.01} if title else None,
         xaxis={"type": "log", "title": "cost per item (US$, log scale)", "range": list(x_range), **ticks},
         yaxis={"title": "accuracy (error bars: item-level bootstrap interval)", "range": list(y_range),
                "tickformat": ".1%" if span < 0.06 else ".0%"},
-        legend={"title": {"text": "method (by study)"}, "itemsizing": "constant", "groupclick": "toggleitem"},
-        hoverlabel={"align": "left"},
+        hoverlabel={"align": "left"}, **legends,
     )
     return fig
+
+
+def legend_layout(fig: go.Figure, top: float) -> tuple[dict[str, dict], float]:
+    """The legend's layout below the plot (one column, methods grouped under their study's title)
+    and the pixels it takes below the x axis: its entries and group titles, one line each. (One
+    column: the plotly.js Streamlit ships draws one legend, and a horizontal one lays its groups out
+    side by side past the figure's edge.)"""
+    entries = sum(1 for t in fig.data if t.showlegend is not False and t.name is not None and t.name != "labels")
+    groups = len({t.legendgroup for t in fig.data if t.legendgroup and t.showlegend is not False})
+    # the legend's title, each entry, each group's title and the gap after each group
+    below = LEGEND_GAP_PX + LEGEND_LINE_PX * (1 + entries + groups) + GROUP_GAP_PX * groups if entries else 0.0
+    total = top + HEIGHT_PX + AXIS_PX + below
+    # x in the plot's width (paper), y in the figure's height (container: paper y stops at -2 plot heights)
+    return {"legend": {"x": 0, "xanchor": "left", "xref": "paper", "yref": "container", "y": 1 - (top + HEIGHT_PX + AXIS_PX) / total,
+                       "yanchor": "top", "orientation": "v", "itemsizing": "constant", "groupclick": "toggleitem",
+                       "bgcolor": "rgba(0,0,0,0)", "font": {"size": 12}, "title": {"text": "method (by study)"},
+                       "tracegroupgap": GROUP_GAP_PX,
+                       "maxheight": max(below, 31)}}, below  # in pixels: a legend below the plot may otherwise take only half the figure, and scroll
 
 
 def cost_axis(costs: tuple[float, float], budget: float | None) -> tuple[float, float]:
@@ -184,4 +214,5 @@ def _labels(fig: go.Figure, drawn: pl.DataFrame, highlight: list[str], x_range: 
                                  text=[texts[i] for i, _ in placed], textposition=[w for _, w in placed],
                                  textfont={"size": 11, "color": "#111"}, name="labels", showlegend=False,
                                  hoverinfo="skip", cliponaxis=False))
-    fig.layout.meta = {"labels_left_out": len(texts) - len(placed)}  # the page's caption says how many
+    # the page's caption says how many labels were left out; an export is at least as wide as the layout assumes
+    fig.layout.meta = {"labels_left_out": len(texts) - len(placed), "export_width": EXPORT_WIDTH_PX}

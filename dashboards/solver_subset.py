@@ -1,10 +1,14 @@
 """The Frontier page's solver picker: which models take part. The singles of the chosen solvers,
 every cascade, router or study point whose `solver_set` lies within them, and the oracle recomputed
-on them from the singles' item-level outcomes (results/outcomes/baselines.parquet). With many models
-(42 in the many-model benchmarks) the default subset is the solvers the headline rests on: those of
-the Pareto set over every solver and of each method's best point, so the first view drops the
-solvers no answer needs and keeps the answer (the budget winner is the one with every solver).
-Streamlit-free, so tests call the same code."""
+on them from the singles' item-level outcomes (results/outcomes/baselines.parquet).
+
+A study point that chose among every solver (a router trained on all 42 models) lies within no
+smaller subset; the page can keep those points whatever the subset (`chose_among_all`, on by
+default with many models): they are results of runs on the whole pool, not of the subset. With
+many models the default subset is then the solvers the rest of the headline rests on: those of the
+Pareto set over every solver and of each method's best point, leaving out the points kept anyway,
+so the first view drops the solvers no answer needs and keeps the answer (the budget winner is the
+one with every solver). Streamlit-free, so tests call the same code."""
 
 from __future__ import annotations
 
@@ -25,6 +29,18 @@ def solvers(points: pl.DataFrame) -> list[str]:
     return sorted(points.filter(pl.col("kind") == "single")["solver_set"].unique().to_list())
 
 
+def chose_among_all(points: pl.DataFrame, models: list[str]) -> pl.Series:
+    """Per point: a study point (router, coordinator, ...) whose solver set holds every solver."""
+    every = set(models)
+    return pl.Series([kind == "study" and bool(s) and set(s.split(",")) >= every
+                      for kind, s in points.select("kind", "solver_set").iter_rows()], dtype=pl.Boolean)
+
+
+def keeps_whole_pool(models: list[str]) -> bool:
+    """The default of keeping the points that chose among every solver: with many solvers."""
+    return len(models) > MANY
+
+
 def default_subset(points: pl.DataFrame) -> list[str]:
     """Every solver when there are few; else the solvers `default_reasons` names."""
     if len(solvers(points)) <= MANY:
@@ -40,6 +56,8 @@ def default_reasons(points: pl.DataFrame) -> dict[str, list[str]]:
     kind (single, cascade) counts as one method. Random mixtures and oracles count only on the front
     (an oracle never: the page recomputes it); points naming no solver cannot be kept by any subset."""
     usable = points.filter((pl.col("kind") != "oracle") & (pl.col("solver_set").fill_null("") != ""))
+    if keeps_whole_pool(solvers(points)):  # the page keeps these whatever the subset: they need no solver in it
+        usable = usable.filter(~chose_among_all(usable, solvers(points)))
     if usable.is_empty():
         return {}
     front = pareto_mask(usable["cost_per_item_usd"].to_numpy(), usable["accuracy"].to_numpy())
@@ -63,12 +81,15 @@ def reasons_text(reasons: dict[str, list[str]]) -> str:
                      for s, why in sorted(reasons.items()))
 
 
-def within(points: pl.DataFrame, subset: list[str]) -> pl.DataFrame:
+def within(points: pl.DataFrame, subset: list[str], whole_pool: list[str] | None = None) -> pl.DataFrame:
     """Points whose solver set lies within `subset` (oracles left out: `subset_oracle` replaces them;
-    points with no solver set, e.g. an environment study's, too)."""
+    points with no solver set, e.g. an environment study's, too), and with `whole_pool` (every
+    solver) the study points that chose among all of it."""
     chosen = set(subset)
     keep = [kind != "oracle" and bool(s) and set(s.split(",")) <= chosen
             for kind, s in points.select("kind", "solver_set").iter_rows()]
+    if whole_pool:
+        keep = [k or a for k, a in zip(keep, chose_among_all(points, whole_pool).to_list(), strict=True)]
     return points.filter(pl.Series(keep, dtype=pl.Boolean))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHORT_LIST = 4  # a title names this many values of a list, then "+N more"
+SHORT_LIST = 16  # a title names this many values of a list, then "+N more" (the CSV line names all)
 
 
 def project_name(root: Path, repo: Path = REPO) -> str:
@@ -42,7 +42,7 @@ def verifier_text(verifier: str | None, deployable: bool | None) -> str:
 
 def frontier_view(*, dataset: str, split: str, verifier: str | None, deployable: bool | None, points: str,
                   subset: list[str], models: list[str], highlight: list[str], zoom: tuple[float, float] | None,
-                  budget: float | None, studies: list[str] | None, solver_sets: list[str] | None) -> dict[str, Any]:
+                  budget: float | None, studies: list[str] | None, whole_pool: str | None = None) -> dict[str, Any]:
     """The Frontier page's whole view, in reading order (None: a filter left at its default)."""
     return {
         "dataset": f"{dataset} ({split} split)",
@@ -53,7 +53,7 @@ def frontier_view(*, dataset: str, split: str, verifier: str | None, deployable:
         "zoom": f"accuracy {zoom[0]:.1%}–{zoom[1]:.1%}" if zoom else "off",
         "budget": f"${budget:.3g} per item" if budget is not None else None,
         "studies": studies,
-        "solver sets": solver_sets,
+        "methods on every solver": whole_pool,  # kept beside a subset, or not (None: no subset or none such)
     }
 
 
@@ -64,7 +64,7 @@ def describe(project: str, what: str, view: dict[str, Any]) -> str:
     return " ".join(line.splitlines())  # a typed filter value cannot break the comment line
 
 
-def title(view: dict[str, Any], per_line: int = 110) -> str:
+def title(view: dict[str, Any], per_line: int = 80) -> str:
     """The view for a figure's title: long lists cut to their first values and a count, broken into
     lines (`<br>`) of about `per_line` characters so an exported image keeps all of it."""
     parts = [f"{v}" if k == "dataset" else f"{k} {_short(v)}" for k, v in view.items() if v not in (None, "", [])]
@@ -72,10 +72,22 @@ def title(view: dict[str, Any], per_line: int = 110) -> str:
     for part in parts:
         if line and len(line) + len(part) + 3 > per_line:
             lines.append(line)
-            line = part
-        else:
-            line = f"{line} · {part}" if line else part
+            line = ""
+        for word in _pieces(part, per_line):  # a part longer than a line breaks after a comma
+            if line and len(line) + len(word) + 3 > per_line:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} · {word}" if line and word is not None and not line.endswith(",") else f"{line} {word}".strip()
     return "<br>".join(lines + [line] if line else lines)
+
+
+def _pieces(part: str, per_line: int) -> list[str]:
+    """`part` whole when it fits a line, else cut after its commas into pieces that do."""
+    if len(part) <= per_line:
+        return [part]
+    words = part.split(", ")
+    return [w + ("," if k < len(words) - 1 else "") for k, w in enumerate(words)]
 
 
 def _short(value: Any) -> str:

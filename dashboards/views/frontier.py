@@ -50,11 +50,9 @@ if described and described.get("deployable") is False:
 elif described:
     st.caption(f"Verifier {verifier_summary(described, split)}.")
 
-c3, c4 = st.columns([1, 2])
-url_choice("solvers", here["solver_set"], here["solver_set"], multi=True)
-solver_sets = c3.multiselect("Solver set", here["solver_set"], key="solvers")
 url_choice("studies", here["study"], here["study"], multi=True)
-studies = c4.multiselect("Study", here["study"], key="studies")
+studies = st.multiselect("Study", here["study"], key="studies")
+solver_sets = here["solver_set"]  # which solvers take part is the one solver filter, below
 
 points = queries.with_verifier_notes(p.query("frontier_points", dataset=dataset, verifier=verifier or queries.NONE_LABEL,
                                              solver_sets=solver_sets, studies=studies), summary)
@@ -77,6 +75,18 @@ if models:  # the solvers taking part: singles, points within them, the oracle r
     if not subset:
         st.warning("Pick at least one solver.")
         st.stop()
+    whole_pool = int(solver_subset.chose_among_all(pool, models).sum())
+    keep_whole = False
+    if whole_pool and set(subset) != set(models):
+        shown_default = "shown" if solver_subset.keeps_whole_pool(models) else "left out"
+        url_choice("whole_pool", ["shown", "left out"], shown_default)
+        keep_whole = st.radio(
+            f"Methods that chose among all {len(models)} solvers ({whole_pool} points)", ["shown", "left out"],
+            key="whole_pool", horizontal=True,
+            help="Routers and study points run on the whole pool use solvers outside the subset, so the subset alone would "
+                 f"leave them out; shown, they are results of runs on all {len(models)} solvers beside the subset's "
+                 f"baselines. Default: {shown_default}.") == "shown"
+        keep_in_url(whole_pool=None if (keep_whole == (shown_default == "shown")) else ("shown" if keep_whole else "left out"))
     if set(subset) != set(models):
         method_of = {r["solver_set"]: r for r in pool.filter(pl.col("kind") == "single").iter_rows(named=True)}
         chosen_rows = {s: p.query("point_outcomes", study=method_of[s]["study"], method=method_of[s]["method"],
@@ -84,11 +94,16 @@ if models:  # the solvers taking part: singles, points within them, the oracle r
         oracle_row = solver_subset.subset_oracle(chosen_rows, settings(*p.key).intervals)
         is_oracle = (pl.col("kind") == "oracle") & (pl.col("study") == "baselines")
         template = points.filter(is_oracle)  # empty when the Study filter leaves the baselines out: no oracle then
-        points = queries.with_pareto(solver_subset.with_oracle(solver_subset.within(points, subset), template, oracle_row))
-        outside_subset = pool.height - solver_subset.within(pool, subset).height - pool.filter(is_oracle).height
+        kept_pool = models if keep_whole else None
+        points = queries.with_pareto(solver_subset.with_oracle(solver_subset.within(points, subset, kept_pool), template, oracle_row))
+        outside_subset = pool.height - solver_subset.within(pool, subset, kept_pool).height - pool.filter(is_oracle).height
+        full_oracle = pool.filter(is_oracle)
         subset_note = (f" Solvers: {len(subset)} of {len(models)}; {outside_subset} point(s) that use another solver (or name none) "
                        "are left out, and the oracle is recomputed on the chosen solvers"
-                       + ("." if oracle_row else " — except that their singles wrote no item-level outcomes, so no oracle is drawn."))
+                       + ("." if oracle_row else " — except that their singles wrote no item-level outcomes, so no oracle is drawn.")
+                       + (f" Kept: {whole_pool} point(s) of methods that chose among all {len(models)} solvers, whose upper "
+                          f"bound is the oracle over all of them ({full_oracle['accuracy'][0]:.2%})."
+                          if keep_whole and full_oracle.height else ""))
         if sorted(subset) == sorted(default_models):
             subset_note += (" The default solvers, each with the point that puts it in (the Pareto set over all solvers, "
                             "each method's best point): " + solver_subset.reasons_text(solver_subset.default_reasons(pool)) + ".")
@@ -103,7 +118,7 @@ view = c6.radio("Points", fp.VIEWS, key="view", help="The Pareto front is comput
 url_choice("zoom", ["on", "off"], "on")
 zoom = c7.radio("Zoom to the contested band", ["on", "off"], key="zoom", horizontal=True,
                 help="The accuracy band where methods compete: from the lower quartile of the points' accuracies to the best.")
-keep_in_url(dataset=dataset, verifier=verifier, solvers=solver_sets if solver_sets != here["solver_set"] else None,
+keep_in_url(dataset=dataset, verifier=verifier, solvers=None,
             studies=studies if studies != here["study"] else None, highlight=highlight,
             view=None if view == fp.BEST else view, zoom=None if zoom == "on" else zoom)
 if every.is_empty():
@@ -135,7 +150,8 @@ shown = view_line.frontier_view(  # what every download of this page records (fi
     dataset=dataset, split=split, verifier=verifier, deployable=(described or {}).get("deployable"),
     points="each method's best and the Pareto set" if view == fp.BEST else "every operating point",
     subset=subset if models else [], models=models, highlight=highlight, zoom=band, budget=budget,
-    studies=studies if studies != here["study"] else None, solver_sets=solver_sets if solver_sets != here["solver_set"] else None)
+    studies=studies if studies != here["study"] else None,
+    whole_pool=("shown" if keep_whole else "left out") if models and whole_pool and set(subset) != set(models) else None)
 figure = frontier_chart.frontier_figure(drawn, highlight=highlight, title=view_line.title(shown), band=band,
                                         costs=cost_zoom, budget=budget)
 show_chart(figure, "frontier_chart", f"frontier_{dataset}")

@@ -143,7 +143,19 @@ def assert_nontrivial_png(path: Path) -> None:
 
 
 def assert_readable_frontier(page) -> None:
-    """Both axes carry tick labels and no two point labels of the chart overlap (their boxes as drawn)."""
+    """Both axes carry tick labels, no two point labels of the chart overlap (their boxes as drawn),
+    the plot is at least as wide as the label placer assumes, and the legend below it is whole:
+    inside the figure, nothing scrolled away."""
+    from dashboards.frontier_chart import WIDTH_PX
+
+    plot = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    figure = page.locator(".js-plotly-plot .main-svg").first.bounding_box()
+    legend = page.locator(".js-plotly-plot .legend").first.bounding_box()
+    assert plot["width"] >= WIDTH_PX, plot
+    assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)  # below the plot, not beside it
+    assert legend["y"] + legend["height"] <= figure["y"] + figure["height"] + 0.5, (legend, figure)
+    scrollbars = [b for b in (s.bounding_box() for s in page.locator(".js-plotly-plot .legend .scrollbar").all()) if b]
+    assert all(b["height"] == 0 for b in scrollbars), scrollbars
     for axis in ("xtick", "ytick"):
         texts = [t for t in page.locator(f".js-plotly-plot .{axis} text").all_text_contents() if t.strip()]
         assert len(texts) >= 2, f"{axis}: {texts}"

@@ -22,7 +22,7 @@ def test_a_csv_first_line_records_the_subset_and_the_highlight(tmp_path: Path) -
     view = view_line.frontier_view(dataset="gsm8k", split="test", verifier="judge(fp=0.03)", deployable=False,
                                    points="every operating point", subset=["A", "B"], models=["A", "B", "C"],
                                    highlight=["cascade:B>A"], zoom=(0.8, 0.95), budget=0.000115,
-                                   studies=["baselines"], solver_sets=None)
+                                   studies=["baselines"], whole_pool=None)
     first, *rest = csv_text(Project(root, ""), pl.DataFrame({"x": [1]}), "frontier_points", view).splitlines()
     assert first == ("# delegation-lab frontier_points; project project; dataset = gsm8k (test split); "
                      "verifier = judge(fp=0.03) (not deployable); points = every operating point; "
@@ -38,12 +38,17 @@ def test_the_project_is_named_relative_to_the_repository(tmp_path: Path) -> None
     assert view_line.project_name(tmp_path / "elsewhere") == "elsewhere"
 
 
-def test_all_solvers_read_as_a_count_and_a_long_subset_is_cut_in_the_title() -> None:
-    models = [f"m{k}" for k in range(42)]
+def test_all_solvers_read_as_a_count_and_a_subset_is_named_whole_in_lines_that_fit() -> None:
+    models = [f"model-{k:02d}" for k in range(42)]
     assert view_line.solvers_text(models, models) == "all 42 solvers"
-    view = {"dataset": "gsm8k (test split)", "solvers": view_line.solvers_text(models[:9], models), "highlight": "none"}
-    assert view_line.title(view) == ("gsm8k (test split) · solvers 9 of 42 solvers: m0, m1, m2, m3 +5 more · highlight none")
-    assert all(len(line) <= 110 for line in view_line.title({**view, "filler": "x" * 100}).split("<br>"))
+    view = {"dataset": "gsm8k (test split)", "solvers": view_line.solvers_text(models[:11], models), "highlight": "none"}
+    lines = view_line.title(view).split("<br>")
+    assert all(len(line) <= 80 for line in lines), lines  # fits the narrowest chart the page draws
+    assert all(m in view_line.title(view) for m in models[:11]) and "more" not in view_line.title(view)
+    assert lines[0].startswith("gsm8k (test split)") and lines[-1].endswith("highlight none")
+    view["solvers"] = view_line.solvers_text(models[:20], models)  # beyond SHORT_LIST the title counts the rest
+    assert f"+{20 - view_line.SHORT_LIST} more" in view_line.title(view)
+    assert all(len(line) <= 80 for line in view_line.title({**view, "filler": "x" * 70}).split("<br>"))
 
 
 def test_frontier_downloads_carry_the_view_and_no_absolute_path(synthetic_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811

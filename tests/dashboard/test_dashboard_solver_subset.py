@@ -122,12 +122,47 @@ def test_many_model_default_keeps_the_front_each_methods_best_and_the_budget_win
     assert "`r2`: routers/knn @ tau=0.5 (best point of its method)" in solver_subset.reasons_text(why)
 
 
+def test_42_models_the_default_keeps_the_headline_cascade_routers_on_every_solver_and_the_budget_winner() -> None:
+    """42 singles, the headline cascade of two dominated singles on the front, and routers that chose
+    among all 42: the default subset stays small (the routers need none of it: the page keeps
+    them), the default view holds the cascade and the routers, and at every budget its winner is the
+    one with all 42 solvers."""
+    singles = [("mini", 0.90, 0.0001), ("big", 0.97, 0.0016), ("x", 0.70, 0.00012), ("y", 0.80, 0.0009)]
+    singles += [(f"m{k:02d}", 0.30 + 0.01 * k, 0.002 + 1e-4 * k) for k in range(38)]
+    models = sorted(s for s, _, _ in singles)
+    assert len(models) == 42
+    every = ",".join(models)
+    rows = [("baselines", "cascade:x>y", "default", "cascade", 0.96, 0.00025, "x,y"),
+            ("routers", "mf", "lambda=0.1", "study", 0.965, 0.0006, every),
+            ("routers", "mf", "lambda=1", "study", 0.94, 0.0003, every),
+            ("routers", "knn", "tau=0.5", "study", 0.95, 0.002, every),
+            ("baselines", "oracle", "default", "oracle", 0.99, 0.00005, every)]
+    points = pl.concat([frontier_rows(singles).with_columns(pl.lit(None, dtype=pl.String).alias("verifier")),
+                        pl.DataFrame([dict(zip(["study", "method", "operating_point", "kind", "accuracy", "cost_per_item_usd",
+                                                "solver_set"], r)) for r in rows]).with_columns(
+                            pl.lit(None, dtype=pl.String).alias("verifier"))], how="vertical")
+    assert solver_subset.keeps_whole_pool(models)
+    chosen = solver_subset.default_subset(points)
+    assert set(chosen) == {"mini", "big", "x", "y"}  # the front and each method's best, routers aside
+    assert solver_subset.within(points, chosen).filter(pl.col("study") == "routers").is_empty()  # the subset alone loses them
+    kept = solver_subset.within(points, chosen, whole_pool=models)
+    default, everything = drawn(kept), drawn(points)
+    assert "cascade:x>y" in set(default["method"]) and {"mf", "knn"} <= set(default["method"])
+    for budget in queries.budget_steps(everything):
+        ours, theirs = queries.best_under_budget(default, budget), queries.best_under_budget(everything, budget)
+        assert (ours and frontier_points.point_name(ours)) == (theirs and frontier_points.point_name(theirs)), budget
+    assert frontier_points.point_name(queries.best_under_budget(everything, 0.0003)) == "cascade:x>y"
+    assert frontier_points.point_name(queries.best_under_budget(everything, 0.001)) == "routers/mf @ lambda=0.1"
+
+
 def test_within_keeps_points_whose_solvers_are_all_chosen() -> None:
     points = frontier_rows([("a", 0.5, 1.0), ("b", 0.9, 2.0), ("c", 0.4, 3.0)], [
         ("baselines", "cascade:a>b", "cascade", "a,b"), ("routers", "knn", "study", "a,b,c"),
         ("baselines", "oracle", "oracle", "a,b,c"), ("envsim", "planner", "study", "")])
     kept = solver_subset.within(points, ["a", "b"])
     assert kept["method"].to_list() == ["always-a", "always-b", "cascade:a>b"]
+    kept = solver_subset.within(points, ["a", "b"], whole_pool=["a", "b", "c"])  # and the router on every solver
+    assert kept["method"].to_list() == ["always-a", "always-b", "cascade:a>b", "knn"]
 
 
 def test_frontier_page_recomputes_the_oracle_on_the_chosen_solvers(with_baselines: Path, monkeypatch: pytest.MonkeyPatch) -> None:
