@@ -255,13 +255,15 @@ def settings(root: str, stamp: str) -> Settings:
 
 def readable(frame: Any, links: tuple[str, ...] = ()) -> Any:
     """A polars frame for st.dataframe: text cells without a value read `—`, never `None`; a `links`
-    column without any link is left out (a LinkColumn shows a missing value as `None`, and `—` would
-    be a link)."""
+    column without any link is left out, and in one with some a cell without a link is empty (a
+    LinkColumn shows a missing value as `None`, and `—` would be a link; an empty string it leaves
+    blank)."""
     import polars as pl
 
     frame = frame.drop([c for c in links if c in frame.columns and frame[c].null_count() == frame.height])
     text = [c for c, t in frame.schema.items() if t == pl.String and c not in links]
-    return frame.with_columns(pl.col(text).fill_null("—")) if text else frame
+    linked = [c for c in links if c in frame.columns]
+    return frame.with_columns([pl.col(c).fill_null("—") for c in text] + [pl.col(c).fill_null("") for c in linked])
 
 
 def download_name(p: Project, what: str, filters: dict[str, Any]) -> str:

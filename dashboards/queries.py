@@ -176,6 +176,29 @@ def verifier_notes(points: dict[str, dict[str, Any]], summary: dict[str, Any]) -
             for verifier, names in resting.items()]
 
 
+def study_verifier_notes(study: str, verifiers: list[str], summary: dict[str, Any], consulted: bool = True) -> list[str]:
+    """One line per verifier the study's summary rows name that metrics/frontier.json `verifiers`
+    marks not deployable (e.g. a simulated judge on real answers): its accept decisions rest on it.
+    `consulted` False (the study's metrics say no method of it consults the verifier): none."""
+    described = summary.get("verifiers") or {}
+    return [f"`{study}`'s accept decisions rest on the verifier `{v}`: "
+            f"{described[v].get('not_deployable') or 'not deployable'} — its curves and rows are what a deployment with that "
+            "verifier would see, and no deployment could run it."
+            for v in verifiers if consulted and (described.get(v) or {}).get("deployable") is False]
+
+
+def consults_verifier(study_metrics: Path) -> bool:
+    """False when the study's metrics file says its methods take no accept decision on the verifier
+    (`verifier.used_for_acceptance`, MARGENT's), else True (also when the file is absent)."""
+    described = (frontier_summary(study_metrics) or {}).get("verifier")
+    return not (isinstance(described, dict) and described.get("used_for_acceptance") is False)
+
+
+def study_verifiers(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """The verifiers the study's summary rows name."""
+    return _values(con, "SELECT DISTINCT verifier FROM summaries WHERE study = $s AND verifier IS NOT NULL ORDER BY 1", {"s": study})
+
+
 def chart_points(points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(points drawn, study oracles left out): one oracle on the chart, the baselines' (the cheapest
     correct solver per item); a study's own oracle is the same upper bound under another name."""

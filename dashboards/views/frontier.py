@@ -272,10 +272,11 @@ else:
     st.caption(f"The per-method summary (AIQ, APGR, CPT) of metrics/frontier.json covers `{main_dataset}` only.")
 
 with st.expander(f"Frontier points ({drawn.height})"):
-    with_steps = set(p.query("trajectory_studies"))
-    steps = [links.steps_url(links.StepsKey(s, m, op)) if s in with_steps else None
-             for s, m, op in drawn.select("study", "method", "operating_point").iter_rows()]
+    held = p.query("trajectory_points", root=str(p.root))
+    partitions = [links.partition_of(s, m, op, held) for s, m, op in drawn.select("study", "method", "operating_point").iter_rows()]
+    steps = [None if part is None else links.steps_url(links.StepsKey(s, part))
+             for part, s in zip(partitions, drawn["study"].to_list(), strict=True)]
     st.dataframe(readable(drawn.with_columns(pl.Series("steps", steps, dtype=pl.String)), links=("steps",)), hide_index=True, width="stretch",
                  key="points_table", column_config={"steps": st.column_config.LinkColumn(
-                     display_text="steps", help="This point's steps on the Trajectories page (studies that wrote trajectories).")})
+                     display_text="steps", help="This point's steps on the Trajectories page: the partition its study wrote as holding it (none: no steps).")})
     download_csv(p, drawn.drop("on_pareto_all", strict=False), "frontier_points", shown, key="points_download", named_by=("dataset",))

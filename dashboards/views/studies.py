@@ -9,6 +9,7 @@ from dashboards.smoothing import smooth_curves
 from dashboards import method_groups as mg
 from dashboards.cached import (
     download_csv,
+    frontier_summary,
     keep_in_url,
     no_results,
     project,
@@ -33,6 +34,9 @@ left, middle, right = st.columns([2, 1, 1])
 url_choice("study", studies, studies[0])
 study = left.selectbox("Study", studies, key="study")
 splits = p.query("study_splits", study=study)
+for note in queries.study_verifier_notes(study, p.query("study_verifiers", study=study), frontier_summary(*p.key) or {},
+                                        queries.consults_verifier(p.root / "metrics" / f"{study}.json")):
+    st.info(note)
 
 if splits:
     url_choice("split", splits, splits[0])

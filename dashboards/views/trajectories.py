@@ -10,6 +10,7 @@ from dashboards import links, queries
 from dashboards.action_codes import action_legend
 from dashboards.cached import (
     download_csv,
+    follow_default,
     keep_in_url,
     no_results,
     project,
@@ -114,9 +115,17 @@ if runs.is_empty():
     st.stop()
 f1, f2 = st.columns([2, 1])
 run_methods = runs["method"].unique(maintain_order=True).to_list()
-follow_method = f1.selectbox("Method to follow", run_methods, index=run_methods.index(method) if method in run_methods else 0)
+method_default = method if method in run_methods else run_methods[0]
+follow_default("follow", method_default)  # follows the filters above until picked
+url_choice("follow", run_methods, method_default)
+follow_method = f1.selectbox("Method to follow", run_methods, key="follow")
 run_seeds = runs.filter(pl.col("method") == follow_method)["seed"].to_list()
-follow_seed = f2.selectbox("Seed to follow", run_seeds, index=run_seeds.index(seed) if seed in run_seeds else 0)
+seed_default = seed if seed in run_seeds else run_seeds[0]
+follow_default("follow_seed", seed_default)
+url_choice("follow_seed", run_seeds, seed_default, cast=int)
+follow_seed = f2.selectbox("Seed to follow", run_seeds, key="follow_seed")
+keep_in_url(follow=None if follow_method == method_default else follow_method,
+            follow_seed=None if follow_seed == seed_default else int(follow_seed))
 
 card = p.query("item_card", item_id=follow_item)
 if card:
@@ -137,6 +146,11 @@ st.caption(f"{n_steps:,} step(s) of `{follow_method}` (seed {follow_seed}) on th
            + ", in order: who was asked (executors), the action, whether the answer was correct, its cost and reward.")
 st.dataframe(steps.drop("extra", "method", "seed", "item_id"), hide_index=True, width="stretch", key="item_steps_table")
 if steps.height:
-    labels = [f"episode {e} · step {s}" for e, s in steps.select("episode", "step").iter_rows()]
-    chosen = st.selectbox("Step details (extra)", range(steps.height), format_func=lambda i: labels[i])
-    st.json(queries.pretty_extra(steps["extra"][chosen]))
+    labels = [f"episode {e} · step {s}" for e, s in steps.select("episode", "step").iter_rows()]  # as the URL keeps it
+    if len(set(labels)) < len(labels):  # several rows at one episode and step (rollouts): their row number too
+        labels = [f"{label} · row {k + 1}" for k, label in enumerate(labels)]
+    restart_when_changed("step", (study, follow_method, follow_seed, follow_item))
+    url_choice("step", labels, labels[0])
+    chosen = st.selectbox("Step details (extra)", labels, key="step")
+    keep_in_url(step=None if chosen == labels[0] else chosen)
+    st.json(queries.pretty_extra(steps["extra"][labels.index(chosen)]))

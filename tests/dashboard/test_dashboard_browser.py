@@ -258,6 +258,49 @@ def test_frontier_solver_subset_and_breakdown_in_chromium(server: str) -> None:
         assert "Per difficulty: each point on that slice's items alone" in page.locator("body").inner_text()
 
 
+def test_the_42_model_default_view_holds_the_headline_cascade_routers_and_the_budget_winner(tmp_path: Path) -> None:
+    """A 42-model frontier (test_dashboard_solver_subset's): at 1280 px the default view names the
+    headline cascade and the routers in its whole legend, the budget winner is the one with all 42
+    solvers, and the chart stays readable."""
+    import polars as pl
+
+    from dashboards import frontier_points, queries, solver_subset
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.schemas import FRONTIER_SCHEMA
+    from delegation_lab.pipeline.tables import conform, write_parquet_atomic
+    from tests.dashboard.test_dashboard_solver_subset import forty_two_model_frontier
+
+    points, models = forty_two_model_frontier()
+    table = points.with_columns(pl.lit("replay").alias("dataset"), pl.lit(1).alias("n_seeds"), pl.lit(False).alias("on_pareto"),
+                                pl.when(pl.col("kind") == "oracle").then(pl.lit("oracle")).otherwise(pl.lit("agreement(x,y)")).alias("verifier"),
+                                pl.lit(True).alias("verifier_deployable"))
+    frame = conform(table.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in FRONTIER_SCHEMA.items() if c not in table.columns]),
+                    FRONTIER_SCHEMA, "the 42-model frontier").select(list(FRONTIER_SCHEMA))
+    write_parquet_atomic(frame, Layout(tmp_path).frontier)
+    everything = frontier_points.best_and_pareto(queries.with_pareto(points.filter(pl.col("kind") != "oracle")))
+    shown = solver_subset.within(points, solver_subset.default_subset(points), whole_pool=models)
+    budget = max(b for b in frontier_points.budget_stops(frontier_points.best_and_pareto(queries.with_pareto(shown))) if b <= 0.0004)
+    winner = frontier_points.point_name(queries.best_under_budget(everything, budget))
+    assert winner == "cascade:x>y"
+    srv = Server(tmp_path, tmp_path / "streamlit.log")
+    try:
+        with chromium_page(1000) as page:
+            page.set_viewport_size({"width": 1280, "height": 1000})
+            page.goto(f"{srv.url}/?{urlencode({'budget': repr(budget)})}", wait_until="domcontentloaded")
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+            settle(page)
+            assert page.locator("[data-testid='stException']").count() == 0
+            legend = set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
+            assert {"cascade:x>y", "mf", "knn", "always-mini", "always-big"} <= legend, legend
+            assert not {f"always-m{k:02d}" for k in range(38)} & legend  # the default subset leaves them out
+            body = page.locator("body").inner_text()
+            assert "Solvers: 4 of 42" in body and "chose among all 42 solvers" in body
+            assert f"Best under budget\n\n{winner}" in body or f"Best under budget\n{winner}" in body, body[:3000]
+            assert_readable_frontier(page)
+    finally:
+        srv.stop()
+
+
 def test_frontier_with_chromium_command_line(server: str) -> None:
     """The same check without Playwright: Chromium's own --dump-dom and --screenshot."""
     executable = chromium_path()

@@ -122,15 +122,13 @@ def test_many_model_default_keeps_the_front_each_methods_best_and_the_budget_win
     assert "`r2`: routers/knn @ tau=0.5 (best point of its method)" in solver_subset.reasons_text(why)
 
 
-def test_42_models_the_default_keeps_the_headline_cascade_routers_on_every_solver_and_the_budget_winner() -> None:
-    """42 singles, the headline cascade of two dominated singles on the front, and routers that chose
-    among all 42: the default subset stays small (the routers need none of it: the page keeps
-    them), the default view holds the cascade and the routers, and at every budget its winner is the
-    one with all 42 solvers."""
+def forty_two_model_frontier() -> tuple[pl.DataFrame, list[str]]:
+    """(frontier rows, the 42 solvers): 42 singles, the headline cascade of two dominated singles on
+    the front (as zeroeval_gsm8k's `deepseek-coder-v2→mistral-large-2`), routers that chose among
+    all 42, and the oracle."""
     singles = [("mini", 0.90, 0.0001), ("big", 0.97, 0.0016), ("x", 0.70, 0.00012), ("y", 0.80, 0.0009)]
     singles += [(f"m{k:02d}", 0.30 + 0.01 * k, 0.002 + 1e-4 * k) for k in range(38)]
     models = sorted(s for s, _, _ in singles)
-    assert len(models) == 42
     every = ",".join(models)
     rows = [("baselines", "cascade:x>y", "default", "cascade", 0.96, 0.00025, "x,y"),
             ("routers", "mf", "lambda=0.1", "study", 0.965, 0.0006, every),
@@ -141,6 +139,15 @@ def test_42_models_the_default_keeps_the_headline_cascade_routers_on_every_solve
                         pl.DataFrame([dict(zip(["study", "method", "operating_point", "kind", "accuracy", "cost_per_item_usd",
                                                 "solver_set"], r)) for r in rows]).with_columns(
                             pl.lit(None, dtype=pl.String).alias("verifier"))], how="vertical")
+    return points, models
+
+
+def test_42_models_the_default_keeps_the_headline_cascade_routers_on_every_solver_and_the_budget_winner() -> None:
+    """The default subset stays small (the routers need none of it: the page keeps them), the
+    default view holds the cascade and the routers, and at every budget its winner is the one with
+    all 42 solvers."""
+    points, models = forty_two_model_frontier()
+    assert len(models) == 42
     assert solver_subset.keeps_whole_pool(models)
     chosen = solver_subset.default_subset(points)
     assert set(chosen) == {"mini", "big", "x", "y"}  # the front and each method's best, routers aside

@@ -1,5 +1,6 @@
 """Page state kept in the URL (issue 45, item 5): the Studies page's regex filter, smoothing, episodes
-per point and method page, the Trajectories page's rows and page, reopen from an address; the regex
+per point and method page, the Trajectories page's rows, page, followed method, seed and step,
+reopen from an address; the regex
 searches every method group; the Frontier's breakdown points follow the highlight until picked."""
 
 from __future__ import annotations
@@ -118,6 +119,25 @@ def test_a_trajectories_address_reopens_its_rows_and_page(synthetic_project: Pat
     assert list(shown["episode"]) == direct["episode"].to_list() and list(shown["seed"]) == direct["seed"].to_list()
     widget(at.selectbox, "Seed").set_value(1).run()  # other rows: back to their first page
     assert at.number_input(key="page").value == 1 and "page" not in at.query_params
+
+
+def test_the_followed_method_seed_and_step_go_to_the_url_and_reopen(synthetic_project: Path,  # noqa: F811
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    first = sql(synthetic_project, "SELECT item_id FROM trajectories WHERE study = $s ORDER BY item_id LIMIT 1", s=STUDY)["item_id"][0]
+    at = open_with(synthetic_project, monkeypatch, "views/trajectories.py", {"study": STUDY, "item": first})
+    assert "follow" not in at.query_params and "step" not in at.query_params  # the defaults stay out of the address
+    methods = widget(at.selectbox, "Method to follow").options
+    widget(at.selectbox, "Method to follow").set_value(methods[-1]).run()
+    widget(at.selectbox, "Seed to follow").set_value(1).run()
+    steps = widget(at.selectbox, "Step details (extra)")
+    steps.select_index(len(steps.options) - 1).run()
+    query = {k: url(at, k) for k in ("study", "item", "follow", "follow_seed", "step")}
+    assert query["follow"] == methods[-1] and query["follow_seed"] == "1" and query["step"], query
+    again = open_with(synthetic_project, monkeypatch, "views/trajectories.py", query)  # the address reopens the same view
+    assert not again.warning, [w.value for w in again.warning]
+    assert widget(again.selectbox, "Method to follow").value == methods[-1]
+    assert widget(again.selectbox, "Seed to follow").value == 1
+    assert widget(again.selectbox, "Step details (extra)").value == query["step"]
 
 
 def test_the_breakdown_points_follow_the_highlight_until_picked(app) -> None:  # noqa: F811

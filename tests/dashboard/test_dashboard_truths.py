@@ -1,6 +1,6 @@
 """The dashboard's small truths: one p-value formatter, no `None` in a link column, the Portfolio's
 best single model named with its split and its cost change arrowed the right way, and the note that
-a point rests on a verifier no deployment could run."""
+a point, or a study on the Studies page, rests on a verifier no deployment could run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from dashboards.cached import readable
 from dashboards.paired import p_value_text, summary_table
 from dashboards.portfolio import best_single_label, cost_delta, k_range_text, verifier_note
-from dashboards.queries import verifier_notes
+from dashboards.queries import consults_verifier, study_verifier_notes, verifier_notes
 
 JUDGE = "judge(fp=0.04,fn=0.03)"
 SUMMARY = {"verifier": {"name": JUDGE},
@@ -35,6 +35,8 @@ def test_no_link_column_reads_none() -> None:
     shown = readable(frame, links=("follow A", "follow B"))
     assert "follow B" not in shown.columns  # a side without trajectories has no column of `None`s
     assert shown["follow A"].to_list() == ["?page=1", "?page=2"] and shown["note"].to_list() == ["—", "x"]
+    partly = readable(frame.with_columns(pl.Series("follow A", ["?page=1", None])), links=("follow A",))
+    assert partly["follow A"].to_list() == ["?page=1", ""]  # a cell without a link is blank, not `None`
 
 
 def test_the_portfolio_names_the_split_its_best_single_was_chosen_on() -> None:
@@ -60,3 +62,15 @@ def test_a_simulated_verifier_is_named_not_deployable_where_points_rest_on_it() 
     rows["B"] = {"study": "coord", "method": "dqn", "verifier": JUDGE}
     assert verifier_notes(rows, SUMMARY)[0].startswith("A and B rest on")
     assert verifier_notes(rows, {**SUMMARY, "verifiers": {JUDGE: {"deployable": True}}}) == []
+
+
+def test_the_studies_page_says_when_a_study_rests_on_a_simulated_verifier(tmp_path) -> None:
+    notes = study_verifier_notes("routers", [JUDGE], SUMMARY)
+    assert notes == [f"`routers`'s accept decisions rest on the verifier `{JUDGE}`: simulated verifier: not deployable — its "
+                     "curves and rows are what a deployment with that verifier would see, and no deployment could run it."]
+    assert study_verifier_notes("routers", ["agreement(a,b)"], SUMMARY) == []  # a verifier the frontier does not mark
+    assert study_verifier_notes("margent", [JUDGE], SUMMARY, consulted=False) == []  # its rows carry it, no method asks it
+    (tmp_path / "margent.json").write_text('{"verifier": {"name": "j", "used_for_acceptance": false}}')
+    (tmp_path / "routers.json").write_text('{"verifier": {"name": "j"}}')
+    assert not consults_verifier(tmp_path / "margent.json")
+    assert consults_verifier(tmp_path / "routers.json") and consults_verifier(tmp_path / "absent.json")
