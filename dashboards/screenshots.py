@@ -21,7 +21,8 @@ def capture(project: Path, out: Path, browser) -> None:
         page.wait_for_timeout(2500)  # the last deltas and Plotly's transitions
         assert page.locator("[data-testid='stException']").count() == 0, f"{project}: the page shows an exception"
         assert_readable_frontier(page)
-        page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+        # the chart from its title: the row of metrics above it at the top (the page header covers ~60 px)
+        page.get_by_text("Points shown", exact=True).first.evaluate("e => e.scrollIntoView({block: 'start'})")
         page.screenshot(path=str(out), full_page=False)
     finally:
         srv.stop()
