@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 PAGE = "trajectories"
@@ -87,3 +89,55 @@ def point_link(study: str, method: str, operating_point: str, seed: int, item: s
     if partition is None:
         return None
     return steps_url(StepsKey(study, partition, DEFAULT_POINT, int(seed), item))
+
+
+NO_STEPS_BY_DESIGN = ("fixed_order",)  # coordinator's fixed orders are baselines: outcomes, no steps
+
+
+def audit(root: Path) -> dict[str, Any]:
+    """Every outcome point (study, method, operating point, seed) of the project at `root` through
+    `point_link`: how many link to the partition their study wrote as holding them (present at that
+    seed, visiting only that point's test items), how many have no link by design (a study without
+    steps, a fixed order, a seed not recorded while another of the point's seeds has steps), and the
+    `wrong` ones (a link elsewhere, or none where the study wrote steps): `python -m dashboards.links
+    PROJECT ...` prints it."""
+    from dashboards.queries import trajectory_points
+    from delegation_lab.pipeline.layout import Layout
+    from delegation_lab.pipeline.store import connect
+
+    con = connect(Layout(Path(root)))
+    held = trajectory_points(con, str(root))
+    keys = con.sql("SELECT DISTINCT study, method, operating_point, seed FROM outcomes ORDER BY ALL").fetchall()
+    with_steps = {s for (s,) in con.sql("SELECT DISTINCT study FROM trajectories").fetchall()}
+    linked_points = {k[:3] for k in held}
+    report: dict[str, Any] = {"points": len(keys), "linked": 0, "no_steps": 0, "wrong": []}
+    for study, method, point, seed in keys:
+        url = point_link(study, method, point, seed, None, held)
+        if url is None:
+            if study in with_steps and not method.endswith(NO_STEPS_BY_DESIGN) and (study, method, point) not in linked_points:
+                report["wrong"].append(f"{study}/{method} @ {point} seed {seed}: no link, though {study} wrote steps")
+            else:
+                report["no_steps"] += 1
+            continue
+        partition = held[(study, method, point, int(seed))]
+        args = {"s": study, "m": partition, "k": int(seed), "method": method, "o": point}
+        visited = con.sql("SELECT DISTINCT item_id FROM trajectories WHERE study = $s AND method = $m AND seed = $k "
+                          "AND split = 'test' AND item_id IS NOT NULL", params={k: args[k] for k in ("s", "m", "k")}).fetchall()
+        scored = con.sql("SELECT DISTINCT item_id FROM outcomes WHERE study = $s AND method = $method AND operating_point = $o "
+                         "AND seed = $k", params={k: args[k] for k in ("s", "method", "o", "k")}).fetchall()
+        if not set(visited) <= set(scored):
+            report["wrong"].append(f"{study}/{method} @ {point} seed {seed}: {partition!r} visited items the point did not score")
+        else:
+            report["linked"] += 1
+    return report
+
+
+if __name__ == "__main__":
+    import sys
+
+    for project in sys.argv[1:]:
+        got = audit(Path(project))
+        print(f"{project}: {got['points']} outcome points, {got['linked']} linked to their own steps, "
+              f"{got['no_steps']} without steps (no link), {len(got['wrong'])} wrong")
+        for line in got["wrong"][:20]:
+            print(f"  {line}")
