@@ -12,7 +12,6 @@ one with every solver). Streamlit-free, so tests call the same code."""
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from delegation_lab.evaluation.params import IntervalParams

@@ -80,7 +80,7 @@ class MargentStudy:
             with ctx.phase("replicates"):
                 metrics.update(replicated(ctx.stage, got.metrics))
 
-        def trajectories() -> Iterator[tuple]:
+        def trajectories() -> Iterator[tuple[str, int, pl.DataFrame, tuple[str, str] | None]]:
             yield "collection", margent.collect.seed, report.collection_rows(collection)
             for method in got.methods:
                 name = method.name if method.name != "margent" else f"margent-{method.operating_point.replace('=', '')}"
