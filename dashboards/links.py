@@ -2,7 +2,7 @@
 
 A link names a point the way the frontier and the outcome tables do — study, method, operating
 point — plus a seed and an item. Which trajectory partition holds a point's steps is what the study
-wrote beside them (`study=<s>/points.json`, `store.TrajectoryWriter`): (study, method, operating
+wrote with them (each file's Parquet metadata, `store.TrajectoryWriter`): (study, method, operating
 point, seed) -> partition, read by `queries.trajectory_points`. Nothing here reads a partition's
 name: a point the study wrote no steps for (a `fixed_order` baseline, a seed it did not record) has
 no link, and a link can only open the partition the study said holds that point at that seed.

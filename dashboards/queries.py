@@ -475,7 +475,7 @@ def trajectory_methods(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
 
 def trajectory_points(con: duckdb.DuckDBPyConnection, root: str) -> dict[tuple[str, str, str, int], str]:
     """(study, method, operating point, seed) -> the trajectory partition holding that point's steps,
-    as each study wrote it beside its partitions (`store.read_trajectory_points`), kept only where
+    as each study wrote it in its partitions' files (`store.read_trajectory_points`), kept only where
     the trajectory files hold that partition at that seed: what links into Trajectories use."""
     on_disk = set(con.sql("SELECT DISTINCT study, method, seed FROM trajectories WHERE study IS NOT NULL").fetchall())
     return {key: partition for key, partition in read_trajectory_points(Layout(Path(root))).items()

@@ -94,7 +94,7 @@ st.subheader(f"Items where they disagree ({result.disagreements.height:,})")
 st.caption("Mean correctness over seeds differs. `A − B correct` > 0: A is right more often. "
            "A link opens the item on the Trajectories page at exactly that method, operating point and the seed that "
            "shows its side of the disagreement (its first seed right on the item where it is right more often, wrong "
-           "where it is wrong more often): the partition its study wrote, beside its steps, as holding that point at "
+           "where it is wrong more often): the partition its study wrote, with its steps, as holding that point at "
            "that seed. A point whose study wrote no steps for it at that seed (a baseline, a fixed order) has no link.")
 held = p.query("trajectory_points", root=str(p.root))
 

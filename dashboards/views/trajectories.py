@@ -57,7 +57,7 @@ seed_f = None if seed == ALL else int(seed)
 if method_f is not None:
     holds = links.point_of(study, method_f, held)
     st.caption(f"Partition `{method_f}` holds the steps of the point **{holds[0]}"
-               + ("" if holds[1] == links.DEFAULT_POINT else f" @ {holds[1]}") + "**, as its study wrote beside them."
+               + ("" if holds[1] == links.DEFAULT_POINT else f" @ {holds[1]}") + "**, as its study wrote with them."
                if holds else f"Partition `{method_f}`: steps of no reported point (a run of the study's own analysis).")
 
 with st.expander(f"Action codes of `{study}`"):

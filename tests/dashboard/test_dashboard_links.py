@@ -1,6 +1,6 @@
 """Links into Trajectories (dashboards/links.py): built and parsed in one place, round-trip for every
 study's way of naming methods and operating points; each point resolves to the partition its study
-wrote as holding it (points.json beside the steps) or to none, never to another method's; a stale
+wrote as holding it (in its files' metadata) or to none, never to another method's; a stale
 URL value gets a notice and the defaults."""
 
 from __future__ import annotations
@@ -300,8 +300,11 @@ def test_the_audit_finds_a_point_whose_steps_have_no_link(links_project: Path, t
 
     from dashboards.links import audit
 
+    import polars as pl
+
     broken = tmp_path / "p"
     shutil.copytree(links_project, broken)
-    Layout(broken).trajectory_points(COORDINATOR).write_text("{}")
+    for part in Layout(broken).trajectories(COORDINATOR).glob("method=management.dqn_map.lambda10/seed=*/*.parquet"):
+        pl.read_parquet(part).write_parquet(part)  # the same steps, without the point they hold
     report = audit(broken)
     assert any("management.dqn_map @ lambda=10 seed 0: no link" in w for w in report["wrong"]), report["wrong"]

@@ -1,17 +1,19 @@
-"""Which outcome point a trajectory partition holds is written by the study beside the steps
-(`study=<s>/points.json`), checked against what it wrote and reported, and read back as the one
-key of a link into Trajectories (pipeline/store.py, pipeline/study.py)."""
+"""Which outcome point a trajectory partition holds is written by the study with the steps (each
+file's Parquet metadata), checked against what it wrote and reported, and read back as the one key
+of a link into Trajectories (pipeline/store.py, pipeline/study.py); the files read as before."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from delegation_lab.errors import InputError
 from delegation_lab.pipeline.layout import Layout
-from delegation_lab.pipeline.store import TrajectoryWriter, read_trajectory_points
+from delegation_lab.pipeline.store import POINT_KEY, TrajectoryWriter, read_trajectory_points
 from delegation_lab.pipeline.study import check_points
 
 
@@ -20,17 +22,24 @@ def steps(n: int = 2) -> list[dict]:
              "correct": True, "cost_usd": 0.01, "reward": 1.0, "calls": 1, "extra": None} for e in range(n)]
 
 
-def test_the_points_file_says_which_point_each_partition_holds_at_which_seeds(tmp_path: Path) -> None:
+def test_each_file_says_which_point_its_partition_holds(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
-    with TrajectoryWriter(layout, "routers") as w:
-        w.add("knn.tau_0.3", 0, steps(), ("knn", "tau=0.3"))
+    with TrajectoryWriter(layout, "routers", flush_rows=2) as w:
+        w.add("knn.tau_0.3", 0, steps(3), ("knn", "tau=0.3"))
+        w.add("knn.tau_0.3", 0, steps(3), ("knn", "tau=0.3"))  # two files
         w.add("knn.tau_0.3", 2, steps(), ("knn", "tau=0.3"))
         w.add("knn.tau_0.5", 1, [], ("knn", "tau=0.5"))  # no rows: no partition, so no point
         w.add("warmup", 0, steps())  # steps of no point
-    on_disk = json.loads(layout.trajectory_points("routers").read_text())
-    assert on_disk == {"knn.tau_0.3": {"method": "knn", "operating_point": "tau=0.3", "seeds": [0, 2]}}
+    assert w.points() == {"knn.tau_0.3": {"method": "knn", "operating_point": "tau=0.3", "seeds": [0, 2]}}
+    files = sorted(layout.trajectories("routers").glob("method=knn.tau_0.3/seed=*/*.parquet"))
+    assert len(files) == 3
+    for f in files:
+        assert json.loads(pq.read_metadata(f).metadata[POINT_KEY.encode()]) == {"method": "knn", "operating_point": "tau=0.3"}
     assert read_trajectory_points(layout) == {("routers", "knn", "tau=0.3", 0): "knn.tau_0.3",
                                               ("routers", "knn", "tau=0.3", 2): "knn.tau_0.3"}
+    # a directory read sees the steps and nothing else (no file beside them)
+    frame = pl.read_parquet(layout.trajectories("routers"), hive_partitioning=True)
+    assert frame.height == 10 and set(frame["method"]) == {"knn.tau_0.3", "warmup"}
 
 
 def test_a_rerun_replaces_the_points_with_the_partitions(tmp_path: Path) -> None:
@@ -52,6 +61,10 @@ def test_one_partition_holds_one_point_and_a_point_one_partition(tmp_path: Path)
         with TrajectoryWriter(Layout(tmp_path), "s") as w:
             w.add("a1", 0, steps(), ("a", "x=1"))
             w.add("a2", 0, steps(), ("a", "x=1"))
+    with pytest.raises(InputError, match="s/a: steps with and without a point in one partition"):
+        with TrajectoryWriter(Layout(tmp_path), "s") as w:
+            w.add("a", 0, steps())
+            w.add("a", 1, steps(), ("a", "x=1"))
     assert not Layout(tmp_path).trajectories("s").exists()  # a failed write leaves nothing half-written
 
 
@@ -63,9 +76,11 @@ def test_a_point_no_summary_row_reports_is_an_error_naming_it() -> None:
                                          {"method": "knn", "operating_point": "tau=0.5", "seed": 1}])
 
 
-def test_a_broken_points_file_is_an_error_naming_it(tmp_path: Path) -> None:
+def test_a_broken_point_in_a_files_metadata_is_an_error_naming_it(tmp_path: Path) -> None:
+    from delegation_lab.pipeline.tables import write_parquet_atomic
+
     layout = Layout(tmp_path)
-    layout.trajectories("s").mkdir(parents=True)
-    layout.trajectory_points("s").write_text('{"a": {"method": "a"}}')
-    with pytest.raises(InputError, match="study=s/points.json"):
+    path = layout.trajectories("s") / "method=a" / "seed=0" / "part-00000.parquet"
+    write_parquet_atomic(pl.DataFrame({"episode": [0]}), path, {POINT_KEY: '{"method": "a"}'})
+    with pytest.raises(InputError, match=r"study=s/method=a/seed=0/part-00000.parquet: metadata delegation_lab.point"):
         read_trajectory_points(layout)

@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-TRAJECTORY_POINTS = "points.json"  # beside a study's trajectory partitions: which point each holds
-
-
 @dataclass(frozen=True)
 class Layout:
     """Every table, metric, plot and model of one project, relative to its root."""
@@ -106,11 +103,6 @@ class Layout:
 
     def trajectories(self, study: str) -> Path:
         return self.trajectories_dir / f"study={study}"
-
-    def trajectory_points(self, study: str) -> Path:
-        """Which outcome point (method, operating point) each of the study's partitions holds, at
-        which seeds: written with the partitions (`store.TrajectoryWriter`), read by links to them."""
-        return self.trajectories(study) / TRAJECTORY_POINTS
 
     @property
     def summaries_dir(self) -> Path:

@@ -6,9 +6,10 @@ partition: rows go to a staging folder first, and only a completed write replace
 partition, so readers never see old and new rows mixed, and a failed run leaves the old one intact.
 
 A partition holding the steps of one outcome point says so: `add(..., point=(method, operating
-point))` as the study's summaries and outcomes name it, and the commit writes
-`study=<s>/points.json` (partition -> that point and the seeds written) with the partitions. A link
-from a point to its steps reads that file (`read_trajectory_points`), never the partition's name.
+point))` as the study's summaries and outcomes name it, and every Parquet file of the partition
+carries that point in its key-value metadata (`POINT_KEY`), so any reader of the files (polars,
+pyarrow, DuckDB, a directory read) sees the same rows as before. A link from a point to its steps
+reads that key (`read_trajectory_points`), never the partition's name.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ import duckdb
 import polars as pl
 
 from delegation_lab.errors import InputError
-from delegation_lab.pipeline.layout import TRAJECTORY_POINTS, Layout
+from delegation_lab.pipeline.layout import Layout
 from delegation_lab.pipeline.schemas import RUN_INDEX_SCHEMA, SUMMARY_SCHEMA, TRAJECTORY_SCHEMA
 from delegation_lab.pipeline.tables import conform, write_parquet_atomic
 from delegation_lab.pipeline.views import empty_view, has_columns, view_layout
+
+
+POINT_KEY = "delegation_lab.point"  # a trajectory file's metadata: {"method", "operating_point"} of the point it holds
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -55,6 +59,8 @@ class TrajectoryWriter:
         self._parts: dict[tuple[str, int], int] = defaultdict(int)
         self._points: dict[str, tuple[str, str]] = {}  # partition -> the outcome point it holds
         self._holders: dict[tuple[tuple[str, str], int], str] = {}  # (point, seed) -> its one partition
+        self._seen: set[str] = set()  # partitions added to
+        self._pointless: set[str] = set()  # partitions of steps of no point
         self.rows_written = 0
 
     def __enter__(self) -> TrajectoryWriter:
@@ -72,7 +78,12 @@ class TrajectoryWriter:
         """Buffer steps of partition `method` at `seed`; `point`: the outcome point (method,
         operating point, as the summaries name it) whose steps these are, None for steps of no point."""
         key = (_check_name("method", method), int(seed))
-        if point is not None:
+        if (point is None) != (method in self._pointless) and key[0] in self._seen:
+            raise InputError(f"trajectories of {self.study}/{method}: steps with and without a point in one partition")
+        self._seen.add(method)
+        if point is None:
+            self._pointless.add(method)
+        else:
             point = (str(point[0]), str(point[1]))
             if self._points.setdefault(method, point) != point:
                 raise InputError(f"trajectories of {self.study}/{method}: the partition holds {self._points[method]}, "
@@ -105,7 +116,9 @@ class TrajectoryWriter:
         method, seed = key
         folder = self.staging / f"method={method}" / f"seed={seed}"
         frame = pl.concat(self._buffers[key], how="vertical")
-        write_parquet_atomic(frame, folder / f"part-{self._parts[key]:05d}.parquet")
+        point = self._points.get(method)
+        metadata = None if point is None else {POINT_KEY: json.dumps({"method": point[0], "operating_point": point[1]})}
+        write_parquet_atomic(frame, folder / f"part-{self._parts[key]:05d}.parquet", metadata)
         self._parts[key] += 1
         self.rows_written += frame.height
         self._buffers[key], self._buffered[key] = [], 0
@@ -114,7 +127,6 @@ class TrajectoryWriter:
         """Flush everything and swap the staged partition in for the study's old one."""
         for key in list(self._buffers):
             self._flush(key)
-        (self.staging / TRAJECTORY_POINTS).write_text(json.dumps(self.points(), indent=1, sort_keys=True) + "\n")
         final = self.root / f"study={self.study}"
         trash = self.root / f".trash-{self.study}-{uuid.uuid4().hex[:8]}"
         if final.exists():
@@ -136,18 +148,24 @@ class TrajectoryWriter:
 
 def read_trajectory_points(layout: Layout) -> dict[tuple[str, str, str, int], str]:
     """(study, method, operating point, seed) -> the trajectory partition holding that point's steps
-    at that seed, from every study's `points.json`; a study that wrote none links nothing."""
+    at that seed, from the `POINT_KEY` metadata of each partition's first file (its footer only); a
+    partition without it holds steps of no point and links nothing."""
+    import pyarrow.parquet as pq
+
     found: dict[tuple[str, str, str, int], str] = {}
     root = layout.trajectories_dir
-    for path in sorted(root.glob(f"study=*/{TRAJECTORY_POINTS}")) if root.is_dir() else []:
-        study = path.parent.name.removeprefix("study=")
+    for path in sorted(root.glob("study=*/method=*/seed=*/part-00000.parquet")) if root.is_dir() else []:
+        seed_dir, method_dir, study_dir = path.parent, path.parent.parent, path.parent.parent.parent
+        raw = (pq.read_metadata(path).metadata or {}).get(POINT_KEY.encode())
+        if raw is None:
+            continue
         try:
-            points = json.loads(path.read_text())
-            for partition, p in points.items():
-                for seed in p["seeds"]:
-                    found[(study, p["method"], p["operating_point"], int(seed))] = partition
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise InputError(f"{path}: not a partition -> {{method, operating_point, seeds}} map ({e})") from None
+            point = json.loads(raw)
+            key = (study_dir.name.removeprefix("study="), str(point["method"]), str(point["operating_point"]),
+                   int(seed_dir.name.removeprefix("seed=")))
+        except (ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{path}: metadata {POINT_KEY} is not a {{method, operating_point}} object ({e})") from None
+        found[key] = method_dir.name.removeprefix("method=")
     return found
 
 

@@ -50,10 +50,12 @@ def _same_kind(src: pl.DataType, dst: pl.DataType) -> bool:
     return src.base_type() == dst.base_type()
 
 
-def write_parquet_atomic(df: pl.DataFrame, path: Path) -> Path:
+def write_parquet_atomic(df: pl.DataFrame, path: Path, metadata: dict[str, str] | None = None) -> Path:
+    """`df` to `path` via a temporary file (readers never see half a file); `metadata`: the file's
+    Parquet key-value metadata."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    df.write_parquet(tmp)
+    df.write_parquet(tmp, metadata=metadata) if metadata else df.write_parquet(tmp)
     os.replace(tmp, path)
     return path
 
