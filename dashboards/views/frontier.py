@@ -60,6 +60,7 @@ pool = p.query("frontier_points", dataset=dataset, verifier=verifier or queries.
                solver_sets=here["solver_set"], studies=here["study"])
 models = solver_subset.solvers(pool)
 subset_note = ""
+whole_pool, keep_whole = 0, False  # points of methods that chose among every solver; kept beside a subset
 if models:  # the solvers taking part: singles, points within them, the oracle recomputed on them
     default_models = solver_subset.default_subset(pool)
     url_choice("models", models, default_models, multi=True)
@@ -76,7 +77,6 @@ if models:  # the solvers taking part: singles, points within them, the oracle r
         st.warning("Pick at least one solver.")
         st.stop()
     whole_pool = int(solver_subset.chose_among_all(pool, models).sum())
-    keep_whole = False
     if whole_pool and set(subset) != set(models):
         shown_default = "shown" if solver_subset.keeps_whole_pool(models) else "left out"
         url_choice("whole_pool", ["shown", "left out"], shown_default)
