@@ -69,7 +69,7 @@ def paper_tables(root: str, stamp: str) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def frontier_summary(root: str, stamp: str) -> dict | None:
-    return queries.frontier_summary(Path(root) / "metrics" / "frontier.json")
+    return queries.metrics_json(Path(root) / "metrics" / "frontier.json")
 
 
 def no_results(p: Project, what: str) -> None:
@@ -214,13 +214,12 @@ def keep_in_url(**values: Any) -> None:
 def show_chart(fig: Any, key: str, name: str, view: dict[str, Any] | None = None) -> None:
     """st.plotly_chart with the camera button downloading `name`.svg or .png (the sidebar's choice);
     `view` (the choices behind the chart) becomes its title, so the exported image says what it shows."""
-    from dashboards.charts import plot_config
+    from dashboards.charts import plot_config, title_layout
     from dashboards.view_line import title
 
     if view is not None:
-        text = title(view)
-        fig.update_layout(title={"text": text, "x": 0.01},
-                          margin={"t": (fig.layout.margin.t or 30) + 20 * (text.count("<br>") + 1)})
+        heading, top = title_layout(title(view), fig.layout.margin.t or 30)
+        fig.update_layout(title=heading, margin={"t": top})
     fmt = st.session_state.get("download_format", "svg")
     export = (fig.layout.meta or {}).get("export_width") if isinstance(fig.layout.meta, dict) else None
     st.plotly_chart(fig, width="stretch", key=key, config=plot_config(name, fmt, export, fig.layout.height))

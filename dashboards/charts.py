@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import plotly.express as px
@@ -267,6 +268,18 @@ def paper_figure(table: pl.DataFrame) -> go.Figure:
         legend={"title": {"text": "provenance"}, "orientation": "h", "y": 1.02, "yanchor": "bottom"},
     )
     return fig
+
+
+TITLE_LINE_PX = 21  # one line of a chart's 14 px title (the view it shows, `view_line.title`)
+
+
+def title_layout(text: str, top: float = 30) -> tuple[dict[str, Any] | None, float]:
+    """(Plotly's title, the top margin that holds it): every line of `text` (`<br>`-separated) in the
+    figure's own top margin, `top` pixels plus a line each, so a title never runs over the plot."""
+    if not text:
+        return None, top
+    return ({"text": text, "x": 0.01, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top",
+             "pad": {"t": 10}, "font": {"size": 14}}, top + TITLE_LINE_PX * (text.count("<br>") + 1))
 
 
 def plot_config(name: str, fmt: str = "svg", width: int | None = None, height: float | None = None) -> dict:

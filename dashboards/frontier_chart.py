@@ -16,7 +16,16 @@ import zlib
 import plotly.graph_objects as go
 import polars as pl
 
-from dashboards.charts import BASELINE_COLORS, KIND_MARKER, ORACLE_COLOR, PALETTE, add_points, dollar_ticks, point_label
+from dashboards.charts import (
+    BASELINE_COLORS,
+    KIND_MARKER,
+    ORACLE_COLOR,
+    PALETTE,
+    add_points,
+    dollar_ticks,
+    point_label,
+    title_layout,
+)
 
 # the project's studies keep these colours in every project; another study's colour follows from its name
 STUDY_COLORS = {
@@ -34,7 +43,6 @@ WIDTH_PX, HEIGHT_PX = 640, 560
 EXPORT_WIDTH_PX = 1200  # an exported image's width (at least WIDTH_PX: nothing in it overlaps)
 LEGEND_LINE_PX, GROUP_GAP_PX, LEGEND_GAP_PX = 20, 10, 16  # a legend line (12 px text); between groups; above the legend
 AXIS_PX = 70  # below the plot: the tick labels and the x-axis title
-TITLE_LINE_PX = 21  # one line of the 14 px title (the view it shows, `view_line.title`)
 CHAR_PX, LINE_PX = 6.6, 14  # an 11 px label's glyph width and line height
 POSITIONS = {  # textposition -> (dx, dy) of the label box's centre from the marker, in units of (box w/2 + 7, box h/2 + 7);
     # diagonal first: clear of the point's own error bars
@@ -138,13 +146,12 @@ def frontier_figure(points: pl.DataFrame, *, highlight: list[str] | set[str] = (
                                  line={"color": "#e76f51", "width": 2}, hoverinfo="skip", legendrank=2))
     ticks = dollar_ticks([10 ** x_range[0], 10 ** x_range[1]])
     span = y_range[1] - y_range[0]
-    top = 30 + TITLE_LINE_PX * (title.count("<br>") + 1) if title else 30  # every title line above the plot
+    title_dict, top = title_layout(title)
     legends, legend_px = legend_layout(fig, top)
     fig.update_layout(
         height=top + HEIGHT_PX + AXIS_PX + legend_px,
         margin={"l": 80, "r": 10, "t": top, "b": AXIS_PX + legend_px, "autoexpand": False},  # the legends below fit: none pushes
-        title={"text": title, "x": 0.01, "xanchor": "left", "yref": "container", "y": 1, "yanchor": "top",
-               "pad": {"t": 10}, "font": {"size": 14}} if title else None,
+        title=title_dict,
         xaxis={"type": "log", "title": "cost per item (US$, log scale)", "range": list(x_range), **ticks},
         yaxis={"title": "accuracy (error bars: item-level bootstrap interval)", "range": list(y_range),
                "tickformat": ".1%" if span < 0.06 else ".0%"},

@@ -172,8 +172,14 @@ def verifier_notes(points: dict[str, dict[str, Any]], summary: dict[str, Any]) -
         if d.get("deployable") is False and kind in RESTS_ON_VERIFIER:
             resting.setdefault(row["verifier"], []).append(name)
     return [f"{' and '.join(names)} rest{'s' if len(names) == 1 else ''} on the verifier `{verifier}`: "
-            f"{described[verifier].get('not_deployable') or 'not deployable'} — no deployment could run it."
+            f"{why_not_deployable(described[verifier])} — no deployment could run it."
             for verifier, names in resting.items()]
+
+
+def why_not_deployable(described: dict[str, Any]) -> str:
+    """Why a metrics/frontier.json `verifiers` entry marked not deployable is so: the frontier's own
+    note (`simulated verifier: not deployable`), else `not deployable` (as `deployable_note` says it)."""
+    return described.get("not_deployable") or "not deployable"
 
 
 def study_verifier_notes(study: str, verifiers: list[str], summary: dict[str, Any], consulted: bool = True) -> list[str]:
@@ -182,7 +188,7 @@ def study_verifier_notes(study: str, verifiers: list[str], summary: dict[str, An
     `consulted` False (the study's metrics say no method of it consults the verifier): none."""
     described = summary.get("verifiers") or {}
     return [f"`{study}`'s accept decisions rest on the verifier `{v}`: "
-            f"{described[v].get('not_deployable') or 'not deployable'} — its curves and rows are what a deployment with that "
+            f"{why_not_deployable(described[v])} — its curves and rows are what a deployment with that "
             "verifier would see, and no deployment could run it."
             for v in verifiers if consulted and (described.get(v) or {}).get("deployable") is False]
 
@@ -190,7 +196,7 @@ def study_verifier_notes(study: str, verifiers: list[str], summary: dict[str, An
 def consults_verifier(study_metrics: Path) -> bool:
     """False when the study's metrics file says its methods take no accept decision on the verifier
     (`verifier.used_for_acceptance`, MARGENT's), else True (also when the file is absent)."""
-    described = (frontier_summary(study_metrics) or {}).get("verifier")
+    described = (metrics_json(study_metrics) or {}).get("verifier")
     return not (isinstance(described, dict) and described.get("used_for_acceptance") is False)
 
 
@@ -228,8 +234,8 @@ def budget_steps(points: pl.DataFrame) -> list[float]:
     return list(stops.values())
 
 
-def frontier_summary(metrics_path: Path) -> dict[str, Any] | None:
-    """metrics/frontier.json, or None when absent or unreadable."""
+def metrics_json(metrics_path: Path) -> dict[str, Any] | None:
+    """A metrics file (metrics/frontier.json, metrics/<study>.json), or None when absent or unreadable."""
     try:
         return json.loads(metrics_path.read_text())
     except (OSError, json.JSONDecodeError):
